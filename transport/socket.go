@@ -1,0 +1,484 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+type delivery struct {
+	frames [][]byte
+	err    error
+}
+
+// socket is the Socket implementation over ZMTP connections. Goroutines: one accept
+// loop per listening socket, one short-lived handshake goroutine per incoming
+// connection, one reader per connection. Nothing else: sends run on the caller's
+// goroutine under the target connection's own write lock.
+type socket struct {
+	kind    Kind
+	opt     Options
+	addr    string
+	ipcPath string // removed on Close when we bound it
+	ln      net.Listener
+
+	done   chan struct{}
+	recvq  chan delivery
+	wg     sync.WaitGroup
+	closer sync.Once
+
+	mu      sync.Mutex
+	closed  bool
+	peers   []*peer
+	byID    map[string]*peer // ROUTER: live identities
+	pending map[net.Conn]struct{}
+	rr      int
+	subs    [][]byte // XSUB/SUB: subscriptions sent, replayed to new peers
+	nextID  uint32   // ROUTER: generated identities for anonymous peers
+}
+
+type peer struct {
+	c  *conn
+	id []byte // routing identity
+
+	tmu    sync.Mutex
+	topics [][]byte // PUB/XPUB: the peer's subscriptions (prefixes)
+}
+
+func newSocket(kind Kind, opt Options, addr string) *socket {
+	return &socket{
+		kind:    kind,
+		opt:     opt,
+		addr:    addr,
+		done:    make(chan struct{}),
+		recvq:   make(chan delivery, opt.RecvQueue),
+		byID:    make(map[string]*peer),
+		pending: make(map[net.Conn]struct{}),
+	}
+}
+
+// Listen binds endpoint (tcp://HOST:PORT, port 0 picks a free port; ipc:///path) and
+// accepts peers until Close. ctx bounds only the setup. A stale ipc socket file (one
+// nobody accepts on, left by a crashed process) is removed first; a live one is an
+// error.
+func Listen(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error) {
+	if _, ok := kindNames[kind]; !ok {
+		return nil, fmt.Errorf("transport: unknown socket kind %d", int(kind))
+	}
+	opt = opt.withDefaults()
+	network, address, err := splitEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if err := removeStale(address); err != nil {
+			return nil, err
+		}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, network, address)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", endpoint, err)
+	}
+	resolved := "ipc://" + address
+	if network == "tcp" {
+		resolved = "tcp://" + ln.Addr().String()
+	}
+	s := newSocket(kind, opt, resolved)
+	s.ln = ln
+	if network == "unix" {
+		s.ipcPath = address
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Dial connects to endpoint, retrying a refused connection every 50 ms until
+// Options.DialTimeout or ctx ends (the peer may still be starting). The socket has
+// exactly this one peer and does not reconnect if the connection drops.
+func Dial(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error) {
+	if _, ok := kindNames[kind]; !ok {
+		return nil, fmt.Errorf("transport: unknown socket kind %d", int(kind))
+	}
+	opt = opt.withDefaults()
+	network, address, err := splitEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opt.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	var nc net.Conn
+	for {
+		nc, err = d.DialContext(ctx, network, address)
+		if err == nil {
+			break
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("transport: dial %s: %w (last error: %w)", endpoint, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+	c, err := handshake(nc, kind, opt.Identity, false, opt)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("transport: dial %s: %w", endpoint, err)
+	}
+	s := newSocket(kind, opt, endpoint)
+	if !s.addPeer(c) {
+		return nil, fmt.Errorf("transport: dial %s: %w", endpoint, ErrClosed)
+	}
+	return s, nil
+}
+
+func splitEndpoint(ep string) (network, address string, err error) {
+	switch {
+	case strings.HasPrefix(ep, "tcp://"):
+		address = ep[len("tcp://"):]
+		if strings.HasPrefix(address, "*:") {
+			address = "0.0.0.0" + address[1:]
+		}
+		return "tcp", address, nil
+	case strings.HasPrefix(ep, "ipc://"):
+		address = ep[len("ipc://"):]
+		if address == "" {
+			return "", "", fmt.Errorf("transport: empty ipc path in %q", ep)
+		}
+		return "unix", address, nil
+	}
+	return "", "", fmt.Errorf("transport: unsupported endpoint %q (want tcp:// or ipc://)", ep)
+}
+
+// removeStale removes an ipc socket file that nobody accepts on. libzmq unlinks and
+// rebinds; zmq4 and net.Listen fail with "address already in use" instead.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("transport: ipc path %s: %w", path, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("transport: ipc path %s exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return fmt.Errorf("transport: ipc path %s is in use by a live socket", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("transport: removing stale ipc file %s: %w", path, err)
+	}
+	return nil
+}
+
+func (s *socket) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.opt.Logger.Warn("transport: accept failed", "addr", s.addr, "err", err)
+			t := time.NewTimer(10 * time.Millisecond)
+			select {
+			case <-s.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.pending[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.accept(nc)
+	}
+}
+
+func (s *socket) accept(nc net.Conn) {
+	defer s.wg.Done()
+	c, err := handshake(nc, s.kind, s.opt.Identity, true, s.opt)
+	s.mu.Lock()
+	delete(s.pending, nc)
+	s.mu.Unlock()
+	if err != nil {
+		nc.Close()
+		s.opt.Logger.Warn("transport: refused connection", "addr", s.addr, "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	s.addPeer(c)
+}
+
+// addPeer registers a connection and starts its reader. A ROUTER refuses a second
+// connection presenting an identity that is already live (zmq4 would accept it and
+// deliver every message to both).
+func (s *socket) addPeer(c *conn) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.close()
+		return false
+	}
+	p := &peer{c: c, id: c.identity}
+	if s.kind == Router {
+		if len(p.id) == 0 {
+			// libzmq's scheme for anonymous peers: a zero byte and a counter.
+			s.nextID++
+			p.id = binary.BigEndian.AppendUint32([]byte{0}, s.nextID)
+		}
+		if _, dup := s.byID[string(p.id)]; dup {
+			s.mu.Unlock()
+			c.close()
+			s.opt.Logger.Warn("transport: refused duplicate identity", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id))
+			return false
+		}
+		s.byID[string(p.id)] = p
+	}
+	s.peers = append(s.peers, p)
+	subs := append([][]byte(nil), s.subs...)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	for _, sub := range subs {
+		if err := c.write([][]byte{sub}, 0, s.opt.SendTimeout); err != nil {
+			break
+		}
+	}
+	go s.readLoop(p)
+	return true
+}
+
+func (s *socket) removePeer(p *peer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.peers {
+		if q == p {
+			s.peers = append(s.peers[:i], s.peers[i+1:]...)
+			break
+		}
+	}
+	if s.kind == Router && s.byID[string(p.id)] == p {
+		delete(s.byID, string(p.id))
+	}
+}
+
+func (s *socket) readLoop(p *peer) {
+	defer s.wg.Done()
+	var cause error
+	for {
+		frames, isCmd, err := p.c.readMsg()
+		if err != nil {
+			cause = err
+			break
+		}
+		if isCmd {
+			if err := p.c.handleCommand(frames[0], s.opt.SendTimeout); err != nil {
+				cause = err
+				break
+			}
+			continue
+		}
+		if s.kind == XPub || s.kind == Pub {
+			if isSubscription(frames) {
+				p.setTopic(frames[0])
+			}
+			if s.kind == Pub {
+				continue
+			}
+		}
+		if !s.kind.canRecv() {
+			continue // libzmq discards what a PUSH peer's partner sends
+		}
+		if s.kind == Router {
+			frames = append([][]byte{p.id}, frames...)
+		}
+		if !s.deliver(delivery{frames: frames}) {
+			cause = ErrClosed
+			break
+		}
+	}
+	p.c.close()
+	s.removePeer(p)
+	if errors.Is(cause, ErrFrameTooLarge) {
+		s.opt.Logger.Warn("transport: dropped peer sending an oversized frame", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "err", cause)
+	}
+	if s.kind == Pull || s.opt.PeerEvents {
+		s.deliver(delivery{err: &PeerLeftError{Identity: p.id, Cause: cause}})
+	}
+}
+
+func (s *socket) deliver(d delivery) bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	select {
+	case s.recvq <- d:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+func isSubscription(frames [][]byte) bool {
+	return len(frames) == 1 && len(frames[0]) > 0 && (frames[0][0] == 0 || frames[0][0] == 1)
+}
+
+func (p *peer) setTopic(sub []byte) {
+	topic := append([]byte(nil), sub[1:]...)
+	p.tmu.Lock()
+	defer p.tmu.Unlock()
+	for i, t := range p.topics {
+		if bytes.Equal(t, topic) {
+			if sub[0] == 0 {
+				p.topics = append(p.topics[:i], p.topics[i+1:]...)
+			}
+			return
+		}
+	}
+	if sub[0] == 1 {
+		p.topics = append(p.topics, topic)
+	}
+}
+
+func (p *peer) subscribed(msg []byte) bool {
+	p.tmu.Lock()
+	defer p.tmu.Unlock()
+	for _, t := range p.topics {
+		if bytes.HasPrefix(msg, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *socket) Recv() ([][]byte, error) {
+	if !s.kind.canRecv() {
+		return nil, fmt.Errorf("%w: %s cannot receive", ErrUnsupported, s.kind)
+	}
+	select {
+	case <-s.done:
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case d := <-s.recvq:
+		return d.frames, d.err
+	case <-s.done:
+		return nil, ErrClosed
+	}
+}
+
+func (s *socket) Send(frames ...[]byte) error {
+	if !s.kind.canSend() {
+		return fmt.Errorf("%w: %s cannot send", ErrUnsupported, s.kind)
+	}
+	if len(frames) == 0 {
+		return errors.New("transport: empty message")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	switch s.kind {
+	case Router:
+		if len(frames) < 2 {
+			s.mu.Unlock()
+			return errors.New("transport: ROUTER message needs an identity frame and a body")
+		}
+		p := s.byID[string(frames[0])]
+		s.mu.Unlock()
+		if p == nil {
+			return fmt.Errorf("%w: identity %x", ErrNoPeer, frames[0])
+		}
+		return s.sendTo(p, frames[1:])
+	case Dealer, Push:
+		if len(s.peers) == 0 {
+			s.mu.Unlock()
+			return ErrNoPeer
+		}
+		s.rr = (s.rr + 1) % len(s.peers)
+		p := s.peers[s.rr]
+		s.mu.Unlock()
+		return s.sendTo(p, frames)
+	case XSub, Sub:
+		if isSubscription(frames) {
+			s.subs = append(s.subs, append([]byte(nil), frames[0]...))
+		} else if s.kind == Sub {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: SUB sends only subscriptions", ErrUnsupported)
+		}
+		peers := append([]*peer(nil), s.peers...)
+		s.mu.Unlock()
+		for _, p := range peers {
+			s.sendTo(p, frames) // a failed peer is dropped; the others still get it
+		}
+		return nil
+	default: // Pub, XPub
+		peers := append([]*peer(nil), s.peers...)
+		s.mu.Unlock()
+		for _, p := range peers {
+			if p.subscribed(frames[0]) {
+				s.sendTo(p, frames)
+			}
+		}
+		return nil
+	}
+}
+
+func (s *socket) sendTo(p *peer, frames [][]byte) error {
+	if err := p.c.write(frames, 0, s.opt.SendTimeout); err != nil {
+		return fmt.Errorf("transport: send to peer %x: %w", p.id, err)
+	}
+	return nil
+}
+
+func (s *socket) Close() error {
+	s.closer.Do(func() {
+		close(s.done)
+		s.mu.Lock()
+		s.closed = true
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		for _, p := range s.peers {
+			p.c.close()
+		}
+		for nc := range s.pending {
+			nc.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		if s.ipcPath != "" {
+			os.Remove(s.ipcPath)
+		}
+	})
+	return nil
+}
+
+func (s *socket) Addr() string { return s.addr }

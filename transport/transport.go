@@ -1,0 +1,200 @@
+// Package transport is switchyard's small socket layer over go-zeromq/zmq4. It is the
+// only package that imports zmq4.
+//
+// zmq4's sockets have defects that matter for a dispatcher (see
+// shared/spec/dependencies.md section 1): a ROUTER holds one write lock for all peers
+// and has no write deadline, so one stalled peer blocks sends to every other peer;
+// received frames of any size are allocated; ZMTP PINGs reach the application and are
+// never answered; PULL reports every departed peer as io.EOF; duplicate identities are
+// accepted and both peers get every message; XPUB hides subscriptions; an unknown peer
+// socket type panics inside the handshake. So we use zmq4 only for the ZMTP greeting
+// and NULL-security READY exchange (zmq4.Open, guarded by a deadline, a size limit and
+// a recover) and own everything after it: framing with a size limit, one write lock and
+// write deadline per peer, PING answered with PONG, duplicate identities refused,
+// departed peers reported as ErrPeerLeft, stale ipc files removed before binding.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Kind is a ZeroMQ socket type.
+type Kind int
+
+// Socket kinds. The semantics follow libzmq where it matters to us: ROUTER routes by
+// the first frame, DEALER and PUSH round-robin over their peers, PUB/XPUB send to
+// matching subscribers, XPUB and XSUB surface subscription messages.
+const (
+	Router Kind = iota + 1
+	Dealer
+	Pull
+	Push
+	XPub
+	XSub
+	Pub
+	Sub
+)
+
+var kindNames = map[Kind]string{
+	Router: "ROUTER", Dealer: "DEALER", Pull: "PULL", Push: "PUSH",
+	XPub: "XPUB", XSub: "XSUB", Pub: "PUB", Sub: "SUB",
+}
+
+// String returns the ZMTP socket-type name ("ROUTER", ...).
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+func (k Kind) canSend() bool { return k != Pull }
+func (k Kind) canRecv() bool { return k != Push && k != Pub }
+
+// Socket is one ZeroMQ socket. Send and Recv may be called from different goroutines;
+// Send is safe for concurrent use (ROUTER sends to different peers do not wait on each
+// other), Recv should have one caller.
+type Socket interface {
+	// Send sends one multipart message. ROUTER: frames[0] is the peer identity and is
+	// not transmitted. Frames are not retained after Send returns.
+	Send(frames ...[]byte) error
+	// Recv returns the next message. ZMTP commands never surface. ROUTER: frames[0] is
+	// the sender's identity. A departed peer surfaces (PULL always, other kinds with
+	// Options.PeerEvents) as an error matching ErrPeerLeft (see *PeerLeftError); a
+	// closed socket returns ErrClosed.
+	Recv() ([][]byte, error)
+	// Close closes the socket and every connection; it waits for the socket's
+	// goroutines to exit and removes an ipc socket file it created.
+	Close() error
+	// Addr is the resolved endpoint: tcp://127.0.0.1:41234 after binding port 0.
+	Addr() string
+}
+
+// Options configure a socket. The zero value is usable: every zero field takes the
+// default documented on it.
+type Options struct {
+	// Identity is the ZMTP identity announced to peers (DEALER: the engine rank).
+	Identity []byte
+	// MaxFrameSize refuses received frames larger than this many bytes: the
+	// connection is dropped before the body is allocated. 0 = 256 MiB.
+	MaxFrameSize int
+	// DialTimeout bounds Dial, which retries a refused connection (libzmq connects
+	// asynchronously and retries forever; a refused first attempt is normal when a
+	// peer is still starting). 0 = 10 s.
+	DialTimeout time.Duration
+	// SendTimeout is the write deadline of one Send to one peer. A peer that does not
+	// drain within it is disconnected (a partly written message cannot be resumed).
+	// 0 = 30 s; negative = no deadline.
+	SendTimeout time.Duration
+	// HandshakeTimeout bounds the ZMTP greeting of a new connection. 0 = 10 s.
+	HandshakeTimeout time.Duration
+	// RecvQueue is the number of received messages buffered before the per-peer
+	// readers stop reading (TCP then pushes back on the peers). 0 = 256.
+	RecvQueue int
+	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
+	// PULL always does.
+	PeerEvents bool
+	// Logger receives refused connections and protocol errors. nil = discard.
+	Logger *slog.Logger
+}
+
+const (
+	defaultMaxFrame         = 256 << 20
+	defaultDialTimeout      = 10 * time.Second
+	defaultSendTimeout      = 30 * time.Second
+	defaultHandshakeTimeout = 10 * time.Second
+	defaultRecvQueue        = 256
+	// maxFramesPerMessage bounds a message's frame count so an endless run of empty
+	// "more" frames cannot grow memory without bound.
+	maxFramesPerMessage = 4096
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = defaultMaxFrame
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = defaultDialTimeout
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = defaultSendTimeout
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if o.RecvQueue <= 0 {
+		o.RecvQueue = defaultRecvQueue
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Errors. Match with errors.Is.
+var (
+	ErrClosed        = errors.New("transport: socket closed")
+	ErrPeerLeft      = errors.New("transport: peer left")
+	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrNoPeer: a ROUTER send to an identity that is not connected (libzmq would
+	// drop it silently; we say so), or a DEALER/PUSH send with no peer.
+	ErrNoPeer = errors.New("transport: no such peer")
+	// ErrSendTimeout: a send did not complete within Options.SendTimeout; the peer
+	// was disconnected.
+	ErrSendTimeout = errors.New("transport: send timed out")
+	// ErrUnsupported: the operation does not exist for the socket kind.
+	ErrUnsupported = errors.New("transport: operation not supported by socket kind")
+)
+
+// PeerLeftError reports a departed peer. It matches ErrPeerLeft and unwraps to the
+// cause (io.EOF for a clean close, ErrFrameTooLarge, a protocol error...).
+type PeerLeftError struct {
+	Identity []byte // the peer's ZMTP identity (may be empty)
+	Cause    error
+}
+
+func (e *PeerLeftError) Error() string {
+	return fmt.Sprintf("transport: peer %x left: %v", e.Identity, e.Cause)
+}
+
+// Is makes errors.Is(err, ErrPeerLeft) true.
+func (e *PeerLeftError) Is(target error) bool { return target == ErrPeerLeft }
+
+// Unwrap returns the cause.
+func (e *PeerLeftError) Unwrap() error { return e.Cause }
+
+// FrameTooLargeError carries the refused size; it matches ErrFrameTooLarge.
+type FrameTooLargeError struct {
+	Size, Max uint64
+}
+
+func (e *FrameTooLargeError) Error() string {
+	return fmt.Sprintf("transport: frame of %d bytes exceeds the limit of %d", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrFrameTooLarge) true.
+func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
+// Network opens sockets. ZMQ is the real one; memtransport provides an in-memory
+// fake so cores with timers can be tested inside testing/synctest.
+type Network interface {
+	Listen(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error)
+	Dial(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error)
+}
+
+// ZMQ is the Network backed by real tcp:// and ipc:// connections.
+var ZMQ Network = zmqNetwork{}
+
+type zmqNetwork struct{}
+
+func (zmqNetwork) Listen(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error) {
+	return Listen(ctx, kind, endpoint, opt)
+}
+
+func (zmqNetwork) Dial(ctx context.Context, kind Kind, endpoint string, opt Options) (Socket, error) {
+	return Dial(ctx, kind, endpoint, opt)
+}
