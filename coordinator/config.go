@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/transport"
 )
 
 // Config configures the in-process coordinator ([Node]) and its state machine.
@@ -46,6 +47,8 @@ type Config struct {
 	// Registerer receives the switchyard_coordinator_* metrics; nil registers
 	// nothing.
 	Registerer prometheus.Registerer
+	// Network opens the sockets; nil means transport.ZMQ.
+	Network transport.Network
 }
 
 // DefaultConfig returns a Config for one engine on loopback TCP with free
@@ -109,6 +112,8 @@ type ExternalConfig struct {
 	Logger *slog.Logger
 	// Registerer receives the wave gauges; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Network opens the socket; nil means transport.ZMQ.
+	Network transport.Network
 }
 
 // DefaultExternalConfig returns an ExternalConfig with waves on (vLLM's

@@ -29,9 +29,12 @@ const (
 	// EventEngineReady: the frontend saw engine Rank's handshake READY, so
 	// the engine has received our coordinator READY.
 	EventEngineReady
+	// EventSubscribed: a peer subscribed on the back XPUB (an engine's input
+	// thread sent 01 and now blocks until READY).
+	EventSubscribed
 )
 
-var eventNames = [...]string{"", "Stats", "WaveComplete", "StartWave", "RequestArrived", "EngineReady"}
+var eventNames = [...]string{"", "Stats", "WaveComplete", "StartWave", "RequestArrived", "EngineReady", "Subscribed"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -176,6 +179,12 @@ func (c *Coordinator) Step(ev Event) []Message {
 			c.ready[ev.Rank] = true
 			c.readyCount++
 		}
+	case EventSubscribed:
+		// vLLM sends READY once, after the last expected subscription, and
+		// again for each later one (a new elastic-EP engine). Answering every
+		// subscription at once gets each engine going without waiting for the
+		// others or for the resend timer; engines ignore the extra READY.
+		c.msgs = append(c.msgs, Message{Type: MsgReady})
 	default:
 		c.log.Warn("coordinator: unknown event", "type", ev.Type)
 	}
