@@ -1,0 +1,177 @@
+package wire
+
+// The msgpack writer: append-style, choosing the forms msgspec chooses so that our
+// bytes equal a Python peer's for the same content.
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+func appendNil(b []byte) []byte { return append(b, 0xc0) }
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
+
+// appendInt writes the smallest form, as msgspec does: positive values use the
+// unsigned forms, negative values the signed ones.
+func appendInt(b []byte, v int64) []byte {
+	if v >= 0 {
+		return appendUint(b, uint64(v))
+	}
+	switch {
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return append(b, 0xd1, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return append(b, 0xcd, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+}
+
+func appendOptInt(b []byte, v OptInt) []byte {
+	if !v.Valid {
+		return appendNil(b)
+	}
+	return appendInt(b, v.Value)
+}
+
+func appendOptBool(b []byte, v OptBool) []byte {
+	if !v.Valid {
+		return appendNil(b)
+	}
+	return appendBool(b, v.Value)
+}
+
+// appendFloat always writes float64: Python floats are doubles and msgspec never
+// narrows them.
+func appendFloat(b []byte, v float64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, 0xcb), math.Float64bits(v))
+}
+
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n <= 31:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+func appendOptStr(b []byte, s OptString) []byte {
+	if !s.Valid {
+		return appendNil(b)
+	}
+	return appendStr(b, s.Value)
+}
+
+func appendBin(b []byte, v []byte) []byte {
+	n := len(v)
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xc5, byte(n>>8), byte(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+	}
+	return append(b, v...)
+}
+
+// appendExt uses fixext for 1/2/4/8/16 bytes, as msgspec does.
+func appendExt(b []byte, code int8, v []byte) []byte {
+	switch n := len(v); n {
+	case 1:
+		b = append(b, 0xd4)
+	case 2:
+		b = append(b, 0xd5)
+	case 4:
+		b = append(b, 0xd6)
+	case 8:
+		b = append(b, 0xd7)
+	case 16:
+		b = append(b, 0xd8)
+	default:
+		switch {
+		case n <= math.MaxUint8:
+			b = append(b, 0xc7, byte(n))
+		case n <= math.MaxUint16:
+			b = append(b, 0xc8, byte(n>>8), byte(n))
+		default:
+			b = binary.BigEndian.AppendUint32(append(b, 0xc9), uint32(n))
+		}
+	}
+	b = append(b, byte(code))
+	return append(b, v...)
+}
+
+func appendArrayHeader(b []byte, n int) []byte {
+	switch {
+	case n <= 15:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+}
+
+func appendMapHeader(b []byte, n int) []byte {
+	switch {
+	case n <= 15:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xde, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
+}
+
+// appendRaw writes an undecoded value; nil Raw is msgpack nil.
+func appendRaw(b []byte, v Raw) []byte {
+	if len(v) == 0 {
+		return appendNil(b)
+	}
+	return append(b, v...)
+}
+
+func appendInts(b []byte, v []int64) []byte {
+	b = appendArrayHeader(b, len(v))
+	for _, x := range v {
+		b = appendInt(b, x)
+	}
+	return b
+}
+
+func appendStrs(b []byte, v []string) []byte {
+	b = appendArrayHeader(b, len(v))
+	for _, s := range v {
+		b = appendStr(b, s)
+	}
+	return b
+}

@@ -1,0 +1,260 @@
+package wire
+
+// Decoding EngineCoreOutputs, the hot receive path: a busy engine sends one message
+// per step holding one entry per running request. The decoder keeps its scratch
+// between calls and allocates per message, not per entry: every entry's token ids
+// share one backing array and every request id is a substring of one string.
+
+// OutputsDecoder decodes output messages, reusing its scratch space and the Outputs
+// slice of the target between calls. Not safe for concurrent use; one per receive loop.
+//
+// What survives the next Decode: request ids, token-id slices, Raw values and tensor
+// data (these never point into the decoder's scratch; Raw and tensor data alias the
+// frames). What does not: the Outputs slice itself, which the next Decode into the
+// same *EngineCoreOutputs overwrites; copy an entry (a struct copy is enough) to keep it.
+type OutputsDecoder struct {
+	tokens []int64 // every entry's new_token_ids, back to back
+	ids    []byte  // every request id (and finished id), back to back
+	spans  []span  // where each entry's id and tokens sit in the scratch
+	fin    []span  // where each finished_requests id sits in ids
+}
+
+type span struct{ idStart, idEnd, tokStart, tokEnd int }
+
+// DecodeOutputs decodes one output message (frames[0] the body, frames[1:] aux
+// frames) into a fresh *o.
+func DecodeOutputs(frames [][]byte, o *EngineCoreOutputs) error {
+	var d OutputsDecoder
+	*o = EngineCoreOutputs{}
+	return d.Decode(frames, o)
+}
+
+// Decode decodes one output message into o, reusing o.Outputs' capacity. It follows
+// msgspec: shorter arrays take defaults for missing trailing fields, longer arrays
+// have their extra elements ignored, maps may carry unknown keys.
+func (d *OutputsDecoder) Decode(frames [][]byte, o *EngineCoreOutputs) error {
+	const typ = "EngineCoreOutputs"
+	outs := o.Outputs[:0]
+	*o = EngineCoreOutputs{}
+	if len(frames) == 0 {
+		return &DecodeError{Type: typ, Msg: "no frames"}
+	}
+	d.tokens, d.ids, d.spans, d.fin = d.tokens[:0], d.ids[:0], d.spans[:0], d.fin[:0]
+	r := reader{b: frames[0]}
+	n, err := r.arrayHeader()
+	if err != nil {
+		return fieldErr(err, typ, "")
+	}
+	names := [...]string{"engine_index", "outputs", "scheduler_stats", "timestamp", "utility_output", "finished_requests", "wave_complete", "start_wave"}
+	for i := range min(n, len(names)) {
+		switch i {
+		case 0:
+			o.EngineIndex, err = r.int()
+		case 1:
+			outs, err = d.outputs(&r, frames, outs)
+		case 2:
+			if !r.nextNil() {
+				o.SchedulerStats, err = r.schedulerStats()
+			}
+		case 3:
+			o.Timestamp, err = r.float()
+		case 4:
+			if !r.nextNil() {
+				o.UtilityOutput, err = r.utilityOutput()
+			}
+		case 5:
+			err = d.finished(&r)
+		case 6:
+			o.WaveComplete, err = r.optInt()
+		case 7:
+			o.StartWave, err = r.optInt()
+		}
+		if err != nil {
+			return fieldErr(err, typ, names[i])
+		}
+	}
+	if err := r.skipRest(n - len(names)); err != nil {
+		return fieldErr(err, typ, "")
+	}
+	if !r.done() {
+		return &DecodeError{Type: typ, Offset: r.off, Msg: "trailing bytes after the message"}
+	}
+	d.publish(o, outs)
+	return nil
+}
+
+// publish gives the entries their ids and tokens: one string and one []int64 for the
+// whole message, sliced per entry, so nothing points into the reused scratch.
+func (d *OutputsDecoder) publish(o *EngineCoreOutputs, outs []EngineCoreOutput) {
+	ids := string(d.ids)
+	var toks []int64
+	if len(d.tokens) > 0 {
+		toks = make([]int64, len(d.tokens))
+		copy(toks, d.tokens)
+	}
+	for i := range outs {
+		s := d.spans[i]
+		outs[i].RequestID = ids[s.idStart:s.idEnd]
+		if toks == nil {
+			outs[i].NewTokenIDs = []int64{} // [] on the wire: empty, not absent
+		} else {
+			outs[i].NewTokenIDs = toks[s.tokStart:s.tokEnd:s.tokEnd]
+		}
+	}
+	o.Outputs = outs
+	if len(d.fin) > 0 { // d.fin[0] is the "present" marker
+		o.FinishedRequests = make([]string, len(d.fin)-1)
+		for i, s := range d.fin[1:] {
+			o.FinishedRequests[i] = ids[s.idStart:s.idEnd]
+		}
+	}
+}
+
+// outputs reads [EngineCoreOutput]; the list is not optional.
+func (d *OutputsDecoder) outputs(r *reader, frames [][]byte, outs []EngineCoreOutput) ([]EngineCoreOutput, error) {
+	n, err := r.arrayHeader()
+	if err != nil {
+		return outs, err
+	}
+	if cap(outs) < n {
+		outs = make([]EngineCoreOutput, 0, n)
+	}
+	for range n {
+		outs = append(outs, EngineCoreOutput{})
+		if err := d.output(r, frames, &outs[len(outs)-1]); err != nil {
+			return outs, err
+		}
+	}
+	return outs, nil
+}
+
+var outputFieldNames = [...]string{
+	"request_id", "new_token_ids", "new_logprobs", "new_prompt_logprobs_tensors",
+	"pooling_output", "finish_reason", "stop_reason", "events", "kv_transfer_params",
+	"ec_transfer_params", "trace_headers", "prefill_stats", "routed_experts",
+	"num_nans_in_logits", "mm_cache_miss_hashes", "new_sampling_mask", "spec_decode_metrics",
+}
+
+// output reads one EngineCoreOutput. request_id and new_token_ids are required.
+func (d *OutputsDecoder) output(r *reader, frames [][]byte, e *EngineCoreOutput) error {
+	const typ = "EngineCoreOutput"
+	n, err := r.arrayHeader()
+	if err != nil {
+		return fieldErr(err, typ, "")
+	}
+	if n < 2 {
+		return &DecodeError{Type: typ, Offset: r.off, Msg: "expected at least 2 fields (request_id, new_token_ids), got " + itoa(n)}
+	}
+	e.FinishReason = FinishNone
+	var s span
+	for i := range min(n, len(outputFieldNames)) {
+		if i >= 2 && r.nextNil() { // most fields are nil in most steps
+			continue
+		}
+		switch i {
+		case 0:
+			var id []byte
+			if id, err = r.strBytes(); err == nil {
+				s.idStart = len(d.ids)
+				d.ids = append(d.ids, id...)
+				s.idEnd = len(d.ids)
+			}
+		case 1:
+			s.tokStart = len(d.tokens)
+			d.tokens, err = r.appendInts(d.tokens)
+			s.tokEnd = len(d.tokens)
+		case 2:
+			e.NewLogprobs, err = r.logprobsLists(frames)
+		case 3:
+			e.NewPromptLogprobsTensors, err = r.logprobsTensors(frames)
+		case 4:
+			e.PoolingOutput, err = r.optTensor(frames)
+		case 5:
+			e.FinishReason, err = r.finishReason()
+		case 6:
+			e.StopReason, err = r.stopReason()
+		case 7:
+			e.Events, err = r.events()
+		case 8:
+			e.KVTransferParams, err = r.rawOf(kindMap)
+		case 9:
+			e.ECTransferParams, err = r.rawOf(kindMap)
+		case 10:
+			e.TraceHeaders, err = r.rawOf(kindMap)
+		case 11:
+			e.PrefillStats, err = r.prefillStats()
+		case 12:
+			e.RoutedExperts, err = r.optTensor(frames)
+		case 13:
+			e.NumNaNsInLogits, err = r.int()
+		case 14:
+			e.MMCacheMissHashes, err = r.optStrs()
+		case 15:
+			e.NewSamplingMask, err = r.raw()
+		case 16:
+			e.SpecDecodeMetrics, err = r.rawOf(kindMap)
+		}
+		if err != nil {
+			return fieldErr(err, typ, outputFieldNames[i])
+		}
+	}
+	d.spans = append(d.spans, s)
+	return fieldErr(r.skipRest(n-len(outputFieldNames)), typ, "")
+}
+
+// appendInts reads [int] onto buf.
+func (r *reader) appendInts(buf []int64) ([]int64, error) {
+	n, err := r.arrayHeader()
+	if err != nil {
+		return buf, err
+	}
+	buf = growInts(buf, n)
+	for range n {
+		// Token ids are almost always positive fixints or uint16/uint32: inline those.
+		if r.off < len(r.b) {
+			if c := r.b[r.off]; c <= 0x7f {
+				r.off++
+				buf = append(buf, int64(c))
+				continue
+			}
+		}
+		v, err := r.int()
+		if err != nil {
+			return buf, err
+		}
+		buf = append(buf, v)
+	}
+	return buf, nil
+}
+
+func growInts(buf []int64, n int) []int64 {
+	if cap(buf)-len(buf) < n {
+		nb := make([]int64, len(buf), 2*cap(buf)+n)
+		copy(nb, buf)
+		return nb
+	}
+	return buf
+}
+
+// finished reads finished_requests ([str] | nil) into the id scratch.
+func (d *OutputsDecoder) finished(r *reader) error {
+	if r.nextNil() {
+		return nil
+	}
+	n, err := r.arrayHeader()
+	if err != nil {
+		return err
+	}
+	d.fin = append(d.fin, span{}) // marks "present", even when empty
+	for range n {
+		id, err := r.strBytes()
+		if err != nil {
+			return err
+		}
+		s := span{idStart: len(d.ids)}
+		d.ids = append(d.ids, id...)
+		s.idEnd = len(d.ids)
+		d.fin = append(d.fin, s)
+	}
+	return nil
+}
