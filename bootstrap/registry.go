@@ -14,7 +14,8 @@ type Registration struct {
 	DP, TP, PP int
 	// Addr is the worker's ZeroMQ listener, "tcp://host:port".
 	Addr string
-	// TPSize and PPSize are sent by some newer clients; 0 = not sent.
+	// TPSize and PPSize are sent by some newer clients; 0 = not sent, and a
+	// negative value (sent but not positive) is refused.
 	TPSize, PPSize int
 	// Source is the remote IP of the request, kept for inspection.
 	Source string
@@ -240,6 +241,9 @@ func (r *Registry) validate(reg Registration) (string, error) {
 		if f.v < 0 {
 			return "", &InvalidError{Type: "greater_than_equal", Field: f.name, Msg: "Input should be greater than or equal to 0"}
 		}
+	}
+	if reg.TPSize < 0 || reg.PPSize < 0 {
+		return "", &TopologyError{"TP, PP, PCP, and DCP sizes must be positive."}
 	}
 	dial, err := dialAddr(reg.Addr)
 	if err != nil {
