@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// Chart colours: switchyard in blue, the relay baseline in grey, so the floor reads as
+// the background the overhead stands on.
+var (
+	colSwitchyard = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colBaseline   = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+)
+
+// WritePNG draws the report: latency percentile curves of switchyard vs the baseline
+// (dispatch+return, and TTFT), and, when the run swept load, latency against achieved
+// throughput. The percentile axis is 1/(1-q) on a log scale, as HdrHistogram plots are,
+// so the tail gets as much room as the median.
+func WritePNG(path string, r *Report) error {
+	var plots []*plot.Plot
+	if r.Switchyard != nil {
+		p, err := cdfPlot("dispatch + return (µs)", r.Switchyard.Overhead, baseOf(r, func(b *Phase) Summary { return b.Overhead }))
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+		p, err = cdfPlot("time to first token (µs)", r.Switchyard.TTFT, baseOf(r, func(b *Phase) Summary { return b.TTFT }))
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	if len(r.Sweep) > 0 {
+		p, err := sweepPlot(r.Sweep)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return fmt.Errorf("bench: chart: %w", ErrNoSamples)
+	}
+	const w, h = 7 * vg.Inch, 4 * vg.Inch
+	img := vgimg.New(w, h*vg.Length(len(plots)))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}
+	for i, p := range plots {
+		p.Draw(tiles.At(dc, 0, i))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: chart: %w", err)
+	}
+	return f.Close()
+}
+
+func baseOf(r *Report, get func(*Phase) Summary) *Summary {
+	if r.Baseline == nil {
+		return nil
+	}
+	s := get(r.Baseline)
+	return &s
+}
+
+// percentileTicks label the 1/(1-q) axis with the percentiles people quote.
+type percentileTicks struct{}
+
+func (percentileTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999, 0.9999} {
+		x := 1 / (1 - q)
+		if x < min || x > max*1.0001 {
+			continue
+		}
+		ts = append(ts, plot.Tick{Value: x, Label: fmt.Sprintf("%g%%", q*100)})
+	}
+	return ts
+}
+
+func cdfXYs(s Summary) plotter.XYs {
+	var xys plotter.XYs
+	for _, p := range s.CDF {
+		if p.Quantile >= 1 { // 1/(1-q) is infinite: the max is in the table
+			continue
+		}
+		xys = append(xys, plotter.XY{X: 1 / (1 - p.Quantile), Y: p.ValueUS})
+	}
+	return xys
+}
+
+func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title + " by percentile"
+	p.X.Label.Text = "percentile"
+	p.Y.Label.Text = "µs"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = percentileTicks{}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	add := func(name string, s Summary, c color.Color) error {
+		xys := cdfXYs(s)
+		if len(xys) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return fmt.Errorf("bench: chart: %w", err)
+		}
+		l.Color = c
+		l.Width = vg.Points(2)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (p50 %s, p99 %s)", name, fmtFloat(s.P50US), fmtFloat(s.P99US)), l)
+		return nil
+	}
+	if err := add("switchyard", sw, colSwitchyard); err != nil {
+		return nil, err
+	}
+	if base != nil {
+		if err := add("relay baseline", *base, colBaseline); err != nil {
+			return nil, err
+		}
+	}
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func sweepPlot(pts []SweepPoint) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "dispatch + return latency vs throughput"
+	p.X.Label.Text = "achieved requests/s"
+	p.Y.Label.Text = "µs"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	series := []struct {
+		name  string
+		phase func(SweepPoint) *Phase
+		q     func(*Phase) float64
+		c     color.Color
+		dash  bool
+	}{
+		{"switchyard p50", func(s SweepPoint) *Phase { return s.Switchyard }, func(ph *Phase) float64 { return ph.Overhead.P50US }, colSwitchyard, false},
+		{"switchyard p99", func(s SweepPoint) *Phase { return s.Switchyard }, func(ph *Phase) float64 { return ph.Overhead.P99US }, colSwitchyard, true},
+		{"relay p50", func(s SweepPoint) *Phase { return s.Baseline }, func(ph *Phase) float64 { return ph.Overhead.P50US }, colBaseline, false},
+		{"relay p99", func(s SweepPoint) *Phase { return s.Baseline }, func(ph *Phase) float64 { return ph.Overhead.P99US }, colBaseline, true},
+	}
+	for _, s := range series {
+		var xys plotter.XYs
+		for _, pt := range pts {
+			ph := s.phase(pt)
+			if ph == nil || ph.Requests == 0 || math.IsNaN(s.q(ph)) {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: ph.RequestsPerS, Y: s.q(ph)})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, fmt.Errorf("bench: chart: %w", err)
+		}
+		l.Color, sc.Color = s.c, s.c
+		l.Width = vg.Points(2)
+		if s.dash {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(l, sc)
+		p.Legend.Add(s.name, l, sc)
+	}
+	p.Add(plotter.NewGrid())
+	return p, nil
+}

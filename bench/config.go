@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+)
+
+// Mode says how the harness reaches switchyard.
+type Mode string
+
+// Modes. The embedded modes run switchyard, the mock engines and the relay baseline in
+// this process (or the engines as child processes), so both sides of every timestamp
+// share one clock.
+const (
+	// ModeEmbedded drives an in-process switchyard through its Go API (dispatcher.Submit).
+	ModeEmbedded Mode = "embedded"
+	// ModeTarget drives a running frontend at Config.Target (http:// or tcp://, ipc://).
+	ModeTarget Mode = "target"
+)
+
+// Config is every knob of one bench run. It is written verbatim into the JSON report so
+// a run can be reproduced from its own output.
+type Config struct {
+	Mode   Mode   `json:"mode"`
+	Target string `json:"target,omitempty"` // ModeTarget: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)
+
+	Engines            int    `json:"engines"`              // mock engine ranks (embedded)
+	EnginesAsProcesses bool   `json:"engines_as_processes"` // run each engine as a child process
+	Transport          string `json:"transport"`            // "ipc" or "tcp" between frontend/relay and engines
+	Clients            int    `json:"clients"`              // logical clients submitting concurrently
+
+	// Load: Rate > 0 is an open loop with Poisson arrivals at Rate requests/s;
+	// Rate == 0 is a closed loop with Concurrency requests always in flight.
+	Rate        float64 `json:"rate"`
+	Concurrency int     `json:"concurrency"`
+
+	PromptTokens  int           `json:"prompt_tokens"`
+	OutputTokens  int           `json:"output_tokens"` // max_tokens of every request
+	TokensPerStep int           `json:"tokens_per_step"`
+	StepTime      time.Duration `json:"step_time_ns"`
+
+	Duration time.Duration `json:"duration_ns"` // measured phase; ignored when Requests > 0
+	Requests int           `json:"requests"`    // stop after this many measured requests (0: use Duration)
+	Warmup   time.Duration `json:"warmup_ns"`   // requests submitted during warm-up are not measured
+	Seed     uint64        `json:"seed"`
+
+	// Sweep, when non-empty, repeats the run at each of these rates (open loop) and
+	// records a throughput-vs-latency curve.
+	Sweep []float64 `json:"sweep,omitempty"`
+
+	// Baseline runs the relay baseline in the same run (the ratio needs it).
+	Baseline bool `json:"baseline"`
+
+	// Inflight, when > 0, runs the memory scenario instead of the latency one: it holds
+	// this many requests in flight at once and reports the frontend heap per request.
+	Inflight int `json:"inflight,omitempty"`
+
+	// Profile, when set, writes a CPU profile of the switchyard phase to this file.
+	Profile string `json:"profile,omitempty"`
+}
+
+// DefaultConfig is the run the README quotes for the first target: 8 engines, 5,000
+// requests/s open loop, 10 s measured after 2 s of warm-up.
+func DefaultConfig() Config {
+	return Config{
+		Mode:          ModeEmbedded,
+		Engines:       8,
+		Transport:     "ipc",
+		Clients:       1,
+		Rate:          5000,
+		Concurrency:   64,
+		PromptTokens:  32,
+		OutputTokens:  8,
+		TokensPerStep: 1,
+		StepTime:      time.Millisecond,
+		Duration:      10 * time.Second,
+		Warmup:        2 * time.Second,
+		Seed:          1,
+		Baseline:      true,
+	}
+}
+
+// Validate names the first field at fault.
+func (c *Config) Validate() error {
+	bad := func(field, why string) error { return &ConfigError{Field: field, Msg: why} }
+	switch c.Mode {
+	case ModeEmbedded:
+		if c.Engines < 1 || c.Engines > 65535 {
+			return bad("engines", "must be in 1..65535")
+		}
+	case ModeTarget:
+		if c.Target == "" {
+			return bad("target", "required in target mode")
+		}
+	default:
+		return bad("mode", fmt.Sprintf("unknown mode %q", c.Mode))
+	}
+	if c.Transport != "ipc" && c.Transport != "tcp" {
+		return bad("transport", `must be "ipc" or "tcp"`)
+	}
+	if c.Clients < 1 {
+		return bad("clients", "must be at least 1")
+	}
+	if c.Rate < 0 {
+		return bad("rate", "must not be negative")
+	}
+	if c.Rate == 0 && c.Concurrency < 1 && c.Inflight == 0 {
+		return bad("concurrency", "a closed loop (rate 0) needs concurrency >= 1")
+	}
+	// The first prompt token carries the request's sequence number and the second a
+	// marker, so the engines can join their timestamps to the client's (see engine.go).
+	if c.PromptTokens < 2 {
+		return bad("prompt_tokens", "must be at least 2")
+	}
+	if c.OutputTokens < 1 {
+		return bad("output_tokens", "must be at least 1")
+	}
+	if c.TokensPerStep < 1 {
+		return bad("tokens_per_step", "must be at least 1")
+	}
+	if c.StepTime < 0 {
+		return bad("step_time", "must not be negative")
+	}
+	if c.Requests < 0 {
+		return bad("requests", "must not be negative")
+	}
+	if c.Requests == 0 && c.Duration <= 0 && c.Inflight == 0 {
+		return bad("duration", "must be positive when requests is 0")
+	}
+	if c.Warmup < 0 {
+		return bad("warmup", "must not be negative")
+	}
+	for _, r := range c.Sweep {
+		if r <= 0 {
+			return bad("sweep", "every rate must be positive")
+		}
+	}
+	if c.Inflight < 0 {
+		return bad("inflight", "must not be negative")
+	}
+	return nil
+}

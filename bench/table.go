@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// PrintTable writes the report for a terminal: the run's shape, one latency table with
+// switchyard and the baseline side by side, throughput and cost figures, the ratio, and
+// the targets.
+func PrintTable(w io.Writer, r *Report) error {
+	c := r.Config
+	fmt.Fprintf(w, "switchyard bench  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n",
+		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
+		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+	load := fmt.Sprintf("open loop %.0f req/s (Poisson)", c.Rate)
+	if c.Rate == 0 {
+		load = fmt.Sprintf("closed loop, %d in flight", c.Concurrency)
+	}
+	where := fmt.Sprintf("embedded, %d engines over %s", c.Engines, c.Transport)
+	if c.EnginesAsProcesses {
+		where += " (engines as processes)"
+	}
+	if c.Mode == ModeTarget {
+		where = "target " + c.Target
+	}
+	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n\n",
+		where, load, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Seed)
+
+	if r.Memory != nil {
+		return printMemory(w, r.Memory)
+	}
+	phases := []*Phase{r.Switchyard}
+	if r.Baseline != nil {
+		phases = append(phases, r.Baseline)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "latency (µs)\t")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s p50\tp90\tp99\tp99.9\tmax\t", p.Name)
+	}
+	fmt.Fprintln(tw)
+	rows := []struct {
+		name string
+		get  func(*Phase) Summary
+	}{
+		{"dispatch", func(p *Phase) Summary { return p.Dispatch }},
+		{"return", func(p *Phase) Summary { return p.Return }},
+		{"dispatch+return", func(p *Phase) Summary { return p.Overhead }},
+		{"return (final)", func(p *Phase) Summary { return p.ReturnLast }},
+		{"TTFT", func(p *Phase) Summary { return p.TTFT }},
+		{"inter-token", func(p *Phase) Summary { return p.ITL }},
+		{"end-to-end", func(p *Phase) Summary { return p.E2E }},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t", row.name)
+		for _, p := range phases {
+			s := row.get(p)
+			if s.Count == 0 {
+				fmt.Fprint(tw, "-\t-\t-\t-\t-\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtFloat(s.P50US), fmtFloat(s.P90US),
+				fmtFloat(s.P99US), fmtFloat(s.P999US), fmtFloat(s.MaxUS))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\t")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s\t", p.Name)
+	}
+	fmt.Fprintln(tw)
+	figs := []struct {
+		name string
+		get  func(*Phase) string
+	}{
+		{"requests measured", func(p *Phase) string { return fmt.Sprint(p.Requests) }},
+		{"failed", func(p *Phase) string { return fmt.Sprint(p.Failed) }},
+		{"requests/s", func(p *Phase) string { return fmtFloat(p.RequestsPerS) }},
+		{"output tokens/s", func(p *Phase) string { return fmtFloat(p.OutputTokensPerS) }},
+		{"send lag p99 (µs)", func(p *Phase) string { return fmtFloat(p.SendLagP99US) }},
+		{"process CPU s / 1k req", func(p *Phase) string { return fmtFloat(p.CPUSecondsPer1kRequests) }},
+		{"allocs / request", func(p *Phase) string { return fmtFloat(p.AllocsPerRequest) }},
+		{"bytes alloc / request", func(p *Phase) string { return fmtFloat(p.BytesAllocPerRequest) }},
+		{"peak RSS (MiB)", func(p *Phase) string { return fmtFloat(float64(p.PeakRSSBytes) / (1 << 20)) }},
+		{"per-rank requests", func(p *Phase) string { return fmt.Sprint(p.PerRank) }},
+	}
+	for _, f := range figs {
+		fmt.Fprintf(tw, "%s\t", f.name)
+		for _, p := range phases {
+			fmt.Fprintf(tw, "%s\t", f.get(p))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.OverheadRatio != nil {
+		fmt.Fprintf(w, "\noverhead ratio (switchyard / relay baseline, dispatch+return): p50 %.2fx  p99 %.2fx\n",
+			r.OverheadRatio.P50, r.OverheadRatio.P99)
+	}
+	if len(r.Sweep) > 0 {
+		fmt.Fprintln(w, "\nsweep (offered req/s -> achieved, dispatch+return p50/p99 µs):")
+		for _, s := range r.Sweep {
+			line := fmt.Sprintf("  %8.0f  switchyard %8.0f req/s  %s/%s", s.OfferedRate,
+				s.Switchyard.RequestsPerS, fmtFloat(s.Switchyard.Overhead.P50US), fmtFloat(s.Switchyard.Overhead.P99US))
+			if s.Baseline != nil {
+				line += fmt.Sprintf("   relay %8.0f req/s  %s/%s", s.Baseline.RequestsPerS,
+					fmtFloat(s.Baseline.Overhead.P50US), fmtFloat(s.Baseline.Overhead.P99US))
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	printTargets(w, r.Targets)
+	return nil
+}
+
+func printMemory(w io.Writer, m *Memory) error {
+	fmt.Fprintf(w, "memory with %d requests in flight:\n", m.Inflight)
+	fmt.Fprintf(w, "  switchyard heap / request   %s B\n", fmtFloat(m.SwitchyardHeapPerRequest))
+	fmt.Fprintf(w, "  relay heap / request        %s B (client + engines, the same in both)\n", fmtFloat(m.BaselineHeapPerRequest))
+	fmt.Fprintf(w, "  frontend bytes / request    %s B\n", fmtFloat(m.FrontendBytesPerRequest))
+	fmt.Fprintf(w, "  peak RSS switchyard / relay %.1f / %.1f MiB\n",
+		float64(m.SwitchyardPeakRSSBytes)/(1<<20), float64(m.BaselinePeakRSSBytes)/(1<<20))
+	fmt.Fprintf(w, "  goroutines at the top       %d\n", m.SwitchyardGoroutinesAtTop)
+	return nil
+}
+
+func printTargets(w io.Writer, ts []Target) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ntargets (issue #6):")
+	for _, t := range ts {
+		mark := "MISSED"
+		if t.Met {
+			mark = "met"
+		}
+		fmt.Fprintf(w, "  %-6s %s: got %s %s, want %s", mark, t.Name, fmtFloat(t.Got), t.Unit, t.Want)
+		if t.Note != "" {
+			fmt.Fprintf(w, " (%s)", t.Note)
+		}
+		fmt.Fprintln(w)
+	}
+}
