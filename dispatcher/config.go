@@ -1,0 +1,107 @@
+package dispatcher
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sender hands frames to an engine. The frontend implements it with one writer
+// goroutine per engine. Send never blocks; ownership of body passes to the Sender
+// (it calls wire.PutBuffer(body) after the write), so the dispatcher encodes into
+// wire.GetBuffer() and never touches body again. Frames sent to one rank are written
+// in Send order. An error means "this engine cannot take it" (dead or stuck): the
+// dispatcher fails that request or call and marks nothing else; the frontend reports
+// the engine's state through EngineDown.
+type Sender interface {
+	Send(rank int, typ byte, body []byte, aux [][]byte) error
+}
+
+// WaveHook lets the coordinator stamp current_wave on each ADD (and wake paused
+// engines). OnAdd is called once per ADD, just before it is encoded, from the
+// submitting goroutine; it must not block.
+type WaveHook interface {
+	OnAdd(rank int) (currentWave int64)
+}
+
+// Rank-choice policies (Config.Policy).
+const (
+	PolicyLeastLoaded = "least-loaded"
+	PolicyPowerOfTwo  = "power-of-two"
+	PolicyRoundRobin  = "round-robin"
+)
+
+// Config configures a Dispatcher. Zero values mean the default where one is noted.
+type Config struct {
+	// Policy chooses the rank of a request that does not pin one: PolicyLeastLoaded
+	// (default), PolicyPowerOfTwo or PolicyRoundRobin. See README.md for the scores.
+	Policy string
+	// StreamBuffer is how many unread outputs a Stream may hold before its request is
+	// aborted as a slow consumer. 0 means 256.
+	StreamBuffer int
+	// UtilityTimeout bounds CallUtility when its context has no earlier deadline.
+	// 0 means 60s.
+	UtilityTimeout time.Duration
+	// ClientIndex is stamped on every ADD and UTILITY; engines send replies to the
+	// output socket with that index.
+	ClientIndex int64
+	// Waves stamps current_wave on ADDs; nil means no waves (current_wave 0).
+	Waves WaveHook
+	// Logger receives cold-path events (engine up/down, dropped unknown ids); nil discards.
+	Logger *slog.Logger
+	// Registerer receives the switchyard_ metrics; nil means they are not registered.
+	Registerer prometheus.Registerer
+	// Now is the clock (ArrivalTime, latencies, LastOutput); nil means time.Now.
+	Now func() time.Time
+	// Seed pins the power-of-two policy's random choices (tests replay exactly).
+	Seed uint64
+}
+
+// DefaultConfig returns the configuration New uses for zero fields.
+func DefaultConfig() Config {
+	return Config{
+		Policy:         PolicyLeastLoaded,
+		StreamBuffer:   256,
+		UtilityTimeout: 60 * time.Second,
+	}
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	if _, err := parsePolicy(c.Policy); err != nil {
+		return err
+	}
+	if c.StreamBuffer < 0 {
+		return fmt.Errorf("dispatcher: config: StreamBuffer %d must be >= 0", c.StreamBuffer)
+	}
+	if c.UtilityTimeout < 0 {
+		return fmt.Errorf("dispatcher: config: UtilityTimeout %v must be >= 0", c.UtilityTimeout)
+	}
+	if c.ClientIndex < 0 {
+		return fmt.Errorf("dispatcher: config: ClientIndex %d must be >= 0", c.ClientIndex)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	if c.Policy == "" {
+		c.Policy = def.Policy
+	}
+	if c.StreamBuffer == 0 {
+		c.StreamBuffer = def.StreamBuffer
+	}
+	if c.UtilityTimeout == 0 {
+		c.UtilityTimeout = def.UtilityTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,294 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/puzpuzpuz/xsync/v4"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// Dispatcher routes requests to data-parallel engine ranks and their outputs back to
+// the callers. All methods are safe for concurrent use. The engine-event methods
+// (EngineUp, EngineDown, HandleOutputs, ObserveLoad) are fed by an adapter over the
+// frontend's handler; calls for one rank come in order from one goroutine.
+type Dispatcher struct {
+	cfg    Config
+	policy Policy
+	sender Sender
+	log    *slog.Logger
+	m      *metrics
+
+	// table holds every live request (and every aborted one whose ABORT has not been
+	// handed to its engine yet) by request id; lock-free on the hot path.
+	table   *xsync.Map[string, *request]
+	engines atomic.Pointer[engineSet]
+	engMu   sync.Mutex // serialises engine-set copy-and-swap (cold path)
+	seq     atomic.Uint64
+
+	aborts      abortQueue
+	abortKick   chan struct{}
+	stop        chan struct{}
+	aborterDone chan struct{}
+
+	util utilityTable
+
+	closed   atomic.Bool
+	draining atomic.Bool
+	idle     chan struct{}
+}
+
+// New validates cfg, fills its zero fields from DefaultConfig, registers the metrics
+// and starts the abort batcher. Close stops it.
+func New(cfg Config, s Sender) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("dispatcher: nil Sender")
+	}
+	cfg = cfg.withDefaults()
+	pol, _ := parsePolicy(cfg.Policy)
+	d := &Dispatcher{
+		cfg:         cfg,
+		policy:      pol,
+		sender:      s,
+		log:         cfg.Logger,
+		table:       xsync.NewMap[string, *request](xsync.WithPresize(4096)),
+		abortKick:   make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		aborterDone: make(chan struct{}),
+		idle:        make(chan struct{}, 1),
+	}
+	d.engines.Store(&engineSet{})
+	m, err := newMetrics(cfg.Registerer, d)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: registering metrics: %w", err)
+	}
+	d.m = m
+	d.util.init()
+	go d.runAborter()
+	return d, nil
+}
+
+// Submit validates req, fills ArrivalTime (when zero), ClientIndex and CurrentWave,
+// chooses its rank (req.DataParallelRank pins one), encodes the ADD and hands it to
+// the Sender. The request id must not be live: a duplicate gets *DuplicateRequestId
+// and nothing is sent. Cancelling ctx, Stream.Close or dropping the Stream aborts the
+// request at its engine. Submit may modify req's stamped fields and keeps no
+// reference to it after returning.
+func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &request{
+		d:        d,
+		notify:   make(chan struct{}, 1),
+		bufLimit: d.cfg.StreamBuffer,
+	}
+	if err := d.submit(req, r, ctx); err != nil {
+		return nil, err
+	}
+	s := &Stream{r: r}
+	// A Stream dropped while live would otherwise leave its request running at the
+	// engine until it finishes on its own, with nobody reading.
+	runtime.AddCleanup(s, func(r *request) { r.d.abortOne(r, ErrStreamDropped, outcomeCancelled, true) }, r)
+	return s, nil
+}
+
+// SubmitFunc is Submit for servers that fan outputs into their own per-client batches.
+// deliver is called for each output from the engine's receive goroutine (out is
+// reused after deliver returns: copy what you keep), never concurrently for one
+// request, and nothing follows a finished output (out.Finished()) or a non-nil err
+// (*RequestFailedError, ErrAborted after Abort). deliver must not block and must not
+// call back into the Dispatcher for the same request: it runs under the request's lock.
+func (d *Dispatcher) SubmitFunc(req *wire.EngineCoreRequest,
+	deliver func(rank int, out *wire.EngineCoreOutput, err error)) (rank int, err error) {
+	if deliver == nil {
+		return -1, fmt.Errorf("dispatcher: nil deliver callback")
+	}
+	r := &request{d: d, deliver: deliver}
+	if err := d.submit(req, r, nil); err != nil {
+		return -1, err
+	}
+	return r.eng.rank, nil
+}
+
+// submit is the dispatch path shared by Submit and SubmitFunc. ctx, when non-nil, is
+// watched for cancellation once the ADD is out.
+func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context.Context) error {
+	start := d.cfg.Now()
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if d.draining.Load() {
+		return ErrDraining
+	}
+	if err := validateRequest(req); err != nil {
+		return err
+	}
+	e, err := d.choose(req)
+	if err != nil {
+		return err
+	}
+	r.id, r.eng, r.start = req.RequestID, e, start
+
+	// r.mu is held until the ADD is handed to the Sender, so no abort of r (by id,
+	// EngineDown, Close, a cancelled context) can queue an ABORT ahead of its ADD.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.inFlight.Add(1)
+	if _, dup := d.table.LoadOrStore(r.id, r); dup {
+		e.inFlight.Add(-1)
+		return &DuplicateRequestId{ID: r.id}
+	}
+	// Re-check after the insert: EngineDown or Close sweep the table only after
+	// flipping their flag, so either they see r or r sees the flag.
+	if !e.up.Load() || d.closed.Load() {
+		cause := ErrClosed
+		if !d.closed.Load() {
+			cause = &EngineDownError{Rank: e.rank, Cause: engineCause(e)}
+		}
+		d.rollbackLocked(r, outcomeEngineDown)
+		return &RequestFailedError{ID: r.id, Rank: e.rank, Cause: cause}
+	}
+	e.admitted.Add(1)
+
+	req.ClientIndex = d.cfg.ClientIndex
+	if req.ArrivalTime == 0 {
+		req.ArrivalTime = float64(start.UnixNano()) / 1e9
+	}
+	if d.cfg.Waves != nil {
+		req.CurrentWave = d.cfg.Waves.OnAdd(e.rank)
+	}
+	body, aux, err := wire.AppendAdd(wire.GetBuffer(), req)
+	if err != nil {
+		wire.PutBuffer(body)
+		d.rollbackLocked(r, outcomeSendFailed)
+		return fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
+	}
+	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
+		d.rollbackLocked(r, outcomeSendFailed)
+		return &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
+	}
+	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
+	if ctx != nil && ctx.Done() != nil {
+		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })
+	}
+	return nil
+}
+
+// choose picks the engine for req: its pinned rank, or the policy's choice.
+func (d *Dispatcher) choose(req *wire.EngineCoreRequest) (*engine, error) {
+	engs := d.engines.Load().list
+	var stack [32]Load
+	loads := stack[:0]
+	if len(engs) > len(stack) {
+		loads = make([]Load, 0, len(engs))
+	}
+	for _, e := range engs {
+		loads = append(loads, e.load())
+	}
+	if req.DataParallelRank.Valid {
+		i, err := pinRank(loads, req.DataParallelRank.Value)
+		if err != nil {
+			return nil, err
+		}
+		return engs[i], nil
+	}
+	seq := d.seq.Add(1)
+	i := d.policy.Choose(loads, seq, splitmix64(d.cfg.Seed+seq))
+	if i < 0 {
+		return nil, ErrNoEngines
+	}
+	return engs[i], nil
+}
+
+// rollbackLocked undoes an admission whose ADD never reached the engine: nothing to
+// abort, so the id is free at once. Caller holds r.mu.
+func (d *Dispatcher) rollbackLocked(r *request, oc outcome) {
+	r.done = true
+	d.table.Delete(r.id)
+	r.eng.inFlight.Add(-1)
+	r.eng.m.outcomes[oc].Inc()
+	d.noteIdle()
+}
+
+// splitmix64 turns a counter into a well-mixed random word without shared state.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func engineCause(e *engine) error {
+	if c := e.cause.Load(); c != nil {
+		return fmt.Errorf("%s", *c)
+	}
+	return fmt.Errorf("not connected")
+}
+
+// Engines reports every engine seen so far, in rank order.
+func (d *Dispatcher) Engines() []EngineStatus {
+	engs := d.engines.Load().list
+	out := make([]EngineStatus, len(engs))
+	for i, e := range engs {
+		out[i] = e.status()
+	}
+	return out
+}
+
+// InFlight is the number of live requests over all engines.
+func (d *Dispatcher) InFlight() int {
+	var n int64
+	for _, e := range d.engines.Load().list {
+		n += e.inFlight.Load()
+	}
+	return int(n)
+}
+
+// Drain refuses new requests with ErrDraining and waits until none is in flight or
+// ctx ends. Call Close afterwards.
+func (d *Dispatcher) Drain(ctx context.Context) error {
+	d.draining.Store(true)
+	for d.InFlight() > 0 {
+		select {
+		case <-d.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// noteIdle wakes Drain when the last in-flight request ends.
+func (d *Dispatcher) noteIdle() {
+	if d.draining.Load() && d.InFlight() == 0 {
+		select {
+		case d.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close aborts every live request at its engine (each ends with a *RequestFailedError
+// whose Cause is ErrClosed), fails waiting utility calls and stops the abort batcher.
+// Later calls fail with ErrClosed. Close is idempotent.
+func (d *Dispatcher) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for _, r := range d.table.All() {
+		d.abortOne(r, ErrClosed, outcomeClosed, false)
+	}
+	d.flushAborts()
+	close(d.stop)
+	<-d.aborterDone
+	d.util.closeAll(ErrClosed)
+	return nil
+}

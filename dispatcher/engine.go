@@ -1,0 +1,115 @@
+package dispatcher
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// EngineState is an engine's state as Engines reports it.
+type EngineState string
+
+// Engine states.
+const (
+	EngineStateUp   EngineState = "up"
+	EngineStateDown EngineState = "down"
+)
+
+// EngineStatus is one engine as Engines reports it.
+type EngineStatus struct {
+	Rank         int
+	State        EngineState
+	InFlight     int64 // our live requests on it
+	Waiting      int64 // from its last scheduler_stats (or the coordinator)
+	Running      int64
+	KVCacheUsage float64
+	LastOutput   time.Time // zero before the first message
+	Cause        string    // why it went down; empty while up
+}
+
+// engine is the dispatcher's per-rank state. Everything the hot path reads or writes
+// is an atomic, so Submit and the output loops never lock to pick or account.
+type engine struct {
+	rank int
+
+	up         atomic.Bool
+	inFlight   atomic.Int64
+	waiting    atomic.Int64
+	running    atomic.Int64
+	admitted   atomic.Int64 // ADDs since the last stats
+	kvBits     atomic.Uint64
+	lastOutput atomic.Int64 // unix nanoseconds, 0 = never
+	cause      atomic.Pointer[string]
+
+	m engineMetrics
+}
+
+// load snapshots the engine for the rank policy.
+func (e *engine) load() Load {
+	return Load{
+		Rank:         e.rank,
+		Ready:        e.up.Load(),
+		InFlight:     e.inFlight.Load(),
+		Waiting:      e.waiting.Load(),
+		Running:      e.running.Load(),
+		Admitted:     e.admitted.Load(),
+		KVCacheUsage: math.Float64frombits(e.kvBits.Load()),
+	}
+}
+
+// observeLoad records fresh stats. Admissions before them are now part of them.
+func (e *engine) observeLoad(waiting, running int64, kv float64) {
+	e.waiting.Store(waiting)
+	e.running.Store(running)
+	e.kvBits.Store(math.Float64bits(kv))
+	e.admitted.Store(0)
+}
+
+func (e *engine) status() EngineStatus {
+	st := EngineStatus{
+		Rank:         e.rank,
+		State:        EngineStateDown,
+		InFlight:     e.inFlight.Load(),
+		Waiting:      e.waiting.Load(),
+		Running:      e.running.Load(),
+		KVCacheUsage: math.Float64frombits(e.kvBits.Load()),
+	}
+	if e.up.Load() {
+		st.State = EngineStateUp
+	} else if c := e.cause.Load(); c != nil {
+		st.Cause = *c
+	}
+	if ns := e.lastOutput.Load(); ns != 0 {
+		st.LastOutput = time.Unix(0, ns)
+	}
+	return st
+}
+
+// engineSet is an immutable, rank-ordered list of every engine ever seen, swapped
+// whole (copy-on-write) when a new rank joins so readers never lock.
+type engineSet struct {
+	list []*engine
+}
+
+// find returns the engine of rank, or nil.
+func (s *engineSet) find(rank int) *engine {
+	// Ranks are few and dense; a linear scan beats a map at this size.
+	for _, e := range s.list {
+		if e.rank == rank {
+			return e
+		}
+	}
+	return nil
+}
+
+// with returns a copy of s that includes e, kept in rank order.
+func (s *engineSet) with(e *engine) *engineSet {
+	list := make([]*engine, 0, len(s.list)+1)
+	i := 0
+	for ; i < len(s.list) && s.list[i].rank < e.rank; i++ {
+		list = append(list, s.list[i])
+	}
+	list = append(list, e)
+	list = append(list, s.list[i:]...)
+	return &engineSet{list: list}
+}

@@ -1,0 +1,169 @@
+package dispatcher
+
+import (
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// EngineUp marks rank connected and ready; it becomes eligible for new requests. A
+// rank that was down rejoins with fresh load stats (a restarted engine is empty).
+func (d *Dispatcher) EngineUp(rank int) {
+	d.engMu.Lock()
+	set := d.engines.Load()
+	e := set.find(rank)
+	if e == nil {
+		e = &engine{rank: rank, m: d.m.forEngine(rank)}
+		e.up.Store(true)
+		d.engines.Store(set.with(e))
+		d.engMu.Unlock()
+		d.log.Info("dispatcher: engine up", "rank", rank)
+		return
+	}
+	d.engMu.Unlock()
+	if e.up.Load() {
+		return
+	}
+	e.observeLoad(0, 0, 0)
+	e.cause.Store(nil)
+	e.up.Store(true)
+	d.log.Info("dispatcher: engine rejoined", "rank", rank)
+}
+
+// EngineDown marks rank unusable and fails each of its in-flight requests with a
+// *RequestFailedError whose Cause is an *EngineDownError naming the rank and err.
+// Its pending utility calls fail the same way. No ABORT is sent to it. Requests on
+// other ranks are untouched. The rank is never chosen again until EngineUp.
+func (d *Dispatcher) EngineDown(rank int, err error) {
+	e := d.engines.Load().find(rank)
+	if e == nil {
+		return
+	}
+	msg := "engine down"
+	if err != nil {
+		msg = err.Error()
+	}
+	e.cause.Store(&msg)
+	// Flip the flag before sweeping: a Submit that inserted after the sweep passed its
+	// bucket re-checks the flag and fails itself.
+	if !e.up.Swap(false) {
+		return
+	}
+	d.log.Warn("dispatcher: engine down", "rank", rank, "err", err)
+	cause := &EngineDownError{Rank: rank, Cause: err}
+	for _, r := range d.table.All() {
+		if r.eng == e {
+			d.fail(r, cause, outcomeEngineDown)
+		}
+	}
+	d.util.failRank(rank, cause)
+	// Aborts queued for it are dropped by the next flush; free their ids now.
+	d.kickAborter()
+}
+
+// ObserveLoad records an engine's queue (from the coordinator's publish, or from
+// scheduler_stats in HandleOutputs) for the rank policy.
+func (d *Dispatcher) ObserveLoad(rank int, waiting, running int64, kvCacheUsage float64) {
+	if e := d.engines.Load().find(rank); e != nil {
+		e.observeLoad(waiting, running, kvCacheUsage)
+	}
+}
+
+// HandleOutputs routes one decoded EngineCoreOutputs from rank: each output to its
+// request, scheduler stats to the policy, finished_requests without a final output to
+// failures, a utility reply to its call. outs is reused by the caller after return;
+// nothing here keeps a reference into it. It never blocks on a consumer.
+func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
+	e := d.engines.Load().find(rank)
+	if e == nil {
+		d.log.Warn("dispatcher: outputs from a rank that never came up", "rank", rank)
+		return
+	}
+	now := d.cfg.Now()
+	e.lastOutput.Store(now.UnixNano())
+	tokens := 0
+	for i := range outs.Outputs {
+		o := &outs.Outputs[i]
+		r, ok := d.table.Load(o.RequestID)
+		if !ok || r.eng != e {
+			continue // aborted, failed, or never ours: the engine may lag behind us
+		}
+		tokens += len(o.NewTokenIDs)
+		d.deliverOutput(r, o, now)
+	}
+	if tokens > 0 {
+		e.m.tokens.Add(float64(tokens))
+	}
+	if st := outs.SchedulerStats; st != nil {
+		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage)
+	}
+	// Outputs come first: an id whose final output was in this message is gone by now.
+	for _, id := range outs.FinishedRequests {
+		if r, ok := d.table.Load(id); ok && r.eng == e {
+			d.fail(r, ErrNoFinalOutput, outcomeNoFinalOutput)
+		}
+	}
+	if u := outs.UtilityOutput; u != nil && !u.CallIDNegative {
+		d.util.resolve(rank, u)
+	}
+}
+
+// deliverOutput hands one output to r's stream or callback; a finished output ends r.
+// A stream whose buffer is full is ended with *SlowConsumerError and aborted at the
+// engine, so the output loop moves on at once.
+func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now time.Time) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return
+	}
+	if len(o.NewTokenIDs) > 0 {
+		if !r.got1st {
+			r.got1st = true
+			r.eng.m.ttft.Observe(now.Sub(r.start).Seconds())
+		} else {
+			r.eng.m.itl.Observe(now.Sub(r.last).Seconds())
+		}
+		r.last = now
+	}
+	fin := o.Finished()
+	if r.deliver != nil {
+		r.deliver(r.eng.rank, o, nil)
+	} else if !r.pushLocked(o) {
+		r.done, r.aborting = true, true
+		r.err = &SlowConsumerError{ID: r.id, Rank: r.eng.rank, Buffered: r.buf.len()}
+		stop := r.stopWatch
+		r.mu.Unlock()
+		d.settle(r, stop, outcomeSlowConsumer, true, true)
+		return
+	}
+	if !fin {
+		r.mu.Unlock()
+		r.wake()
+		return
+	}
+	r.done = true
+	stop := r.stopWatch
+	r.mu.Unlock()
+	d.settle(r, stop, finishOutcome(o.FinishReason), false, false)
+}
+
+// fail ends r with a *RequestFailedError when the engine no longer holds it (it died,
+// or it finished the request without a final output): no ABORT is needed.
+func (d *Dispatcher) fail(r *request, cause error, oc outcome) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return
+	}
+	r.done = true
+	err := &RequestFailedError{ID: r.id, Rank: r.eng.rank, Cause: cause}
+	if r.deliver != nil {
+		r.deliver(r.eng.rank, nil, err)
+	} else {
+		r.err = err
+	}
+	stop := r.stopWatch
+	r.mu.Unlock()
+	d.settle(r, stop, oc, false, false)
+}

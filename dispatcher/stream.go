@@ -1,0 +1,209 @@
+package dispatcher
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// Output is one step of a request's progress, copied out of the engine's message so it
+// stays valid after the output loop moves on.
+type Output struct {
+	// TokenIDs are the tokens generated in this step (a delta). The slice stays valid
+	// and unchanged for the life of the program: the stream appends every request's
+	// tokens into one growing array and hands out capacity-capped windows of it.
+	TokenIDs   []int64
+	Finish     wire.FinishReason // wire.FinishNone until the last output
+	StopReason wire.StopReason
+	// KVTransferParams is the raw msgpack map (P/D disaggregation), nil when absent.
+	KVTransferParams wire.Raw
+	// NumCachedTokens is prefill_stats.num_cached_tokens of the first output after a
+	// prefill, 0 otherwise.
+	NumCachedTokens int64
+	// PrefillStats is the whole prefill_stats map when the engine sent one.
+	PrefillStats *wire.PrefillStats
+	// Logprobs and PoolingOutput are deep copies when the engine sent them.
+	Logprobs      *wire.LogprobsLists
+	PoolingOutput *wire.Tensor
+	// NumNaNsInLogits > 0 means the engine saw a corrupted output.
+	NumNaNsInLogits int64
+}
+
+// Finished reports whether this is the request's last output.
+func (o *Output) Finished() bool { return o.Finish != wire.FinishNone }
+
+// Stream is the client side of one request submitted with Submit. Recv may be called
+// from one goroutine at a time; Close, ID and Rank from any goroutine. Dropping a live
+// Stream without Close aborts the request when the garbage collector notices.
+type Stream struct {
+	r *request
+}
+
+// ID returns the request id the engine knows the request by.
+func (s *Stream) ID() string { return s.r.id }
+
+// Rank returns the data-parallel rank the request was sent to.
+func (s *Stream) Rank() int { return s.r.eng.rank }
+
+// Recv returns the next output. After the output with Finish set it returns io.EOF.
+// A request that ends without one returns its buffered outputs first, then the error:
+// *RequestFailedError (engine down, dispatcher closed, finished without a final
+// output) or *SlowConsumerError. A client abort (Close, Abort, the Submit context
+// ending) ends the stream with a final Output whose Finish is wire.FinishAbort, without
+// waiting for the engine. If ctx ends first Recv returns ctx.Err() and the request
+// stays live.
+func (s *Stream) Recv(ctx context.Context) (Output, error) {
+	r := s.r
+	for {
+		r.mu.Lock()
+		if r.buf.len() > 0 {
+			out := r.buf.pop()
+			r.mu.Unlock()
+			return out, nil
+		}
+		if r.done {
+			err := r.err
+			r.mu.Unlock()
+			if err == nil {
+				err = io.EOF
+			}
+			return Output{}, err
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			return Output{}, ctx.Err()
+		}
+	}
+}
+
+// Close aborts the request at its engine if it is still live; buffered outputs can
+// still be read. Close is idempotent.
+func (s *Stream) Close() {
+	s.r.d.abortOne(s.r, ErrAborted, outcomeCancelled, true)
+}
+
+// request is one live request: its table entry, its delivery target and its timing.
+// mu orders every delivery and the single terminal transition, whichever goroutine
+// (engine receive loop, aborting client, EngineDown, Close) gets there first.
+type request struct {
+	id  string
+	d   *Dispatcher
+	eng *engine
+
+	// deliver is SubmitFunc's callback; nil for a Stream.
+	deliver func(rank int, out *wire.EngineCoreOutput, err error)
+	// stopWatch unregisters the Submit context watch; nil when there is none.
+	stopWatch func() bool
+
+	start time.Time // Submit entry, for dispatch latency and TTFT
+
+	mu       sync.Mutex
+	done     bool  // terminal state reached; no more deliveries
+	aborting bool  // ABORT not yet handed to the engine: the id stays reserved
+	err      error // Stream: terminal error (nil = io.EOF after the final output)
+	buf      outRing
+	tokens   []int64 // Stream: every token so far; Output.TokenIDs are windows of it
+	last     time.Time
+	got1st   bool
+	notify   chan struct{} // Stream: cap 1, poked after each delivery
+	bufLimit int
+}
+
+// wake pokes a waiting Recv without ever blocking the producer.
+func (r *request) wake() {
+	if r.notify != nil {
+		select {
+		case r.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pushLocked copies out into the stream buffer. It reports false when the buffer is
+// full (slow consumer); a final output is always accepted so a stream can end.
+// Caller holds r.mu.
+func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
+	if r.buf.len() >= r.bufLimit && !out.Finished() {
+		return false
+	}
+	o := Output{
+		Finish:          out.FinishReason,
+		StopReason:      out.StopReason,
+		NumNaNsInLogits: out.NumNaNsInLogits,
+	}
+	if n := len(out.NewTokenIDs); n > 0 {
+		at := len(r.tokens)
+		r.tokens = append(r.tokens, out.NewTokenIDs...)
+		o.TokenIDs = r.tokens[at : at+n : at+n]
+	}
+	if o.StopReason.Kind == wire.StopReasonText {
+		o.StopReason.Text = strings.Clone(o.StopReason.Text)
+	}
+	if out.KVTransferParams != nil {
+		o.KVTransferParams = append(wire.Raw(nil), out.KVTransferParams...)
+	}
+	if ps := out.PrefillStats; ps != nil {
+		c := *ps
+		o.PrefillStats = &c
+		o.NumCachedTokens = ps.NumCachedTokens
+	}
+	if lp := out.NewLogprobs; lp != nil {
+		o.Logprobs = &wire.LogprobsLists{
+			LogprobTokenIDs:      cloneTensor(lp.LogprobTokenIDs),
+			Logprobs:             cloneTensor(lp.Logprobs),
+			SampledTokenRanks:    cloneTensor(lp.SampledTokenRanks),
+			CuNumGeneratedTokens: append([]int64(nil), lp.CuNumGeneratedTokens...),
+		}
+	}
+	if t := out.PoolingOutput; t != nil {
+		c := cloneTensor(*t)
+		o.PoolingOutput = &c
+	}
+	r.buf.push(o)
+	return true
+}
+
+func cloneTensor(t wire.Tensor) wire.Tensor {
+	return wire.Tensor{
+		DType:    strings.Clone(t.DType),
+		Shape:    append([]int64(nil), t.Shape...),
+		Data:     append([]byte(nil), t.Data...),
+		AuxIndex: t.AuxIndex,
+	}
+}
+
+// outRing is a FIFO of outputs that grows on demand up to the stream's limit, so a
+// request that is read promptly never allocates more than a few slots.
+type outRing struct {
+	slots []Output
+	head  int
+	n     int
+}
+
+func (q *outRing) len() int { return q.n }
+
+func (q *outRing) push(o Output) {
+	if q.n == len(q.slots) {
+		grown := make([]Output, max(4, 2*len(q.slots)))
+		for i := range q.n {
+			grown[i] = q.slots[(q.head+i)%len(q.slots)]
+		}
+		q.slots, q.head = grown, 0
+	}
+	q.slots[(q.head+q.n)%len(q.slots)] = o
+	q.n++
+}
+
+func (q *outRing) pop() Output {
+	o := q.slots[q.head]
+	q.slots[q.head] = Output{} // drop references for the GC
+	q.head = (q.head + 1) % len(q.slots)
+	q.n--
+	return o
+}

@@ -1,0 +1,272 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// UtilityResult is one engine's answer to a utility call.
+type UtilityResult struct {
+	Rank  int
+	Raw   wire.Raw // the result value as raw msgpack; nil when the call failed or returned None
+	Value any      // Raw decoded with vmihailenco/msgpack/v5
+	Err   error    // *UtilityCallError, or nil
+}
+
+// UtilityResults are the per-engine answers to one CallUtility, in rank order.
+type UtilityResults struct {
+	Method  string
+	Results []UtilityResult
+}
+
+// Err joins the per-engine failures; nil when every engine answered successfully.
+func (u UtilityResults) Err() error {
+	var errs []error
+	for _, r := range u.Results {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Consensus returns the value every engine agreed on. It fails with the first
+// engine's error if any failed, ErrNoEngines if none answered, and
+// *InconsistentUtilityResults when engines answered differently.
+func (u UtilityResults) Consensus() (any, error) {
+	if len(u.Results) == 0 {
+		return nil, ErrNoEngines
+	}
+	for _, r := range u.Results {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+	}
+	first := u.Results[0]
+	for _, r := range u.Results[1:] {
+		// Equal bytes are equal values; equal values may still differ in encoding
+		// width (an int as fixint or int64), so fall back to comparing them decoded.
+		if !bytes.Equal(r.Raw, first.Raw) && !reflect.DeepEqual(r.Value, first.Value) {
+			e := &InconsistentUtilityResults{Method: u.Method}
+			for _, r := range u.Results {
+				e.Ranks = append(e.Ranks, r.Rank)
+				e.Values = append(e.Values, r.Value)
+			}
+			return nil, e
+		}
+	}
+	return first.Value, nil
+}
+
+// CallUtility calls method on every ready engine and waits for all of them (up to
+// Config.UtilityTimeout or ctx). args are encoded with vmihailenco/msgpack/v5 as the
+// call's argument array. The error is nil only when every engine answered without a
+// failure; otherwise it is *UtilityTimeoutError (naming the ranks that did not
+// answer), ctx.Err(), or the joined *UtilityCallError of the engines that failed. The
+// results hold whatever arrived in every case.
+func (d *Dispatcher) CallUtility(ctx context.Context, method string, args ...any) (UtilityResults, error) {
+	res := UtilityResults{Method: method}
+	if d.closed.Load() {
+		return res, ErrClosed
+	}
+	if args == nil {
+		args = []any{} // the engine unpacks args with *: always an array
+	}
+	raw, err := msgpack.Marshal(args)
+	if err != nil {
+		return res, fmt.Errorf("dispatcher: encoding arguments of %q: %w", method, err)
+	}
+	var ranks []int
+	for _, e := range d.engines.Load().list {
+		if e.up.Load() {
+			ranks = append(ranks, e.rank)
+		}
+	}
+	if len(ranks) == 0 {
+		return res, ErrNoEngines
+	}
+	g, ids := d.util.start(method, ranks)
+	for i, rank := range ranks {
+		body, err := wire.AppendUtility(wire.GetBuffer(), d.cfg.ClientIndex, ids[i], method, raw)
+		if err == nil {
+			err = d.sender.Send(rank, wire.RequestUtility, body, nil)
+		} else {
+			wire.PutBuffer(body)
+		}
+		if err != nil {
+			d.util.settle(ids[i], &UtilityCallError{Method: method, Rank: rank, Cause: err})
+		}
+	}
+	timer := time.NewTimer(d.cfg.UtilityTimeout)
+	defer timer.Stop()
+	select {
+	case <-g.done:
+		res.Results = g.results
+	case <-ctx.Done():
+		res.Results, _ = d.util.cancel(g)
+		decodeValues(method, res.Results)
+		return res, ctx.Err()
+	case <-timer.C:
+		var missing []int
+		res.Results, missing = d.util.cancel(g)
+		decodeValues(method, res.Results)
+		return res, &UtilityTimeoutError{Method: method, Timeout: d.cfg.UtilityTimeout, MissingRanks: missing}
+	}
+	decodeValues(method, res.Results)
+	return res, res.Err()
+}
+
+func decodeValues(method string, rs []UtilityResult) {
+	for i := range rs {
+		if rs[i].Raw != nil && rs[i].Err == nil {
+			if err := msgpack.Unmarshal(rs[i].Raw, &rs[i].Value); err != nil {
+				rs[i].Err = &UtilityCallError{Method: method, Rank: rs[i].Rank,
+					Cause: fmt.Errorf("decoding result: %w", err)}
+			}
+		}
+	}
+}
+
+// utilityTable tracks utility calls in flight by call id. Ids come from a counter
+// starting at 1 (as Rust's client does), one per engine per call, so a reply is
+// matched by id alone; ids we never issued (engine pushes use -1 and -2) are ignored.
+type utilityTable struct {
+	mu    sync.Mutex
+	next  uint64
+	calls map[uint64]pendingCall
+}
+
+type pendingCall struct {
+	g   *utilityGroup
+	idx int // into g.results
+}
+
+// utilityGroup is one CallUtility: a slot per engine, closed done when all answered.
+type utilityGroup struct {
+	method    string
+	ids       []uint64
+	results   []UtilityResult
+	answered  []bool
+	remaining int
+	done      chan struct{}
+}
+
+func (t *utilityTable) init() { t.calls = make(map[uint64]pendingCall) }
+
+// start registers a call to ranks and returns its group and one call id per rank.
+func (t *utilityTable) start(method string, ranks []int) (*utilityGroup, []uint64) {
+	g := &utilityGroup{
+		method:    method,
+		ids:       make([]uint64, len(ranks)),
+		results:   make([]UtilityResult, len(ranks)),
+		answered:  make([]bool, len(ranks)),
+		remaining: len(ranks),
+		done:      make(chan struct{}),
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, r := range ranks {
+		t.next++
+		g.ids[i] = t.next
+		g.results[i].Rank = r
+		t.calls[t.next] = pendingCall{g: g, idx: i}
+	}
+	return g, g.ids
+}
+
+// answerLocked fills one slot and closes done when it was the last. Caller holds t.mu.
+func (t *utilityTable) answerLocked(id uint64, fill func(g *utilityGroup, r *UtilityResult)) bool {
+	pc, ok := t.calls[id]
+	if !ok {
+		return false
+	}
+	delete(t.calls, id)
+	fill(pc.g, &pc.g.results[pc.idx])
+	pc.g.answered[pc.idx] = true
+	pc.g.remaining--
+	if pc.g.remaining == 0 {
+		close(pc.g.done)
+	}
+	return true
+}
+
+// resolve matches an engine's reply to its call; it reports false for an id we did not
+// issue or no longer wait for. The result bytes are copied: u is reused by the caller.
+func (t *utilityTable) resolve(rank int, u *wire.UtilityOutput) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.answerLocked(u.CallID, func(g *utilityGroup, r *UtilityResult) {
+		if u.Failure.Valid {
+			r.Err = &UtilityCallError{Method: g.method, Rank: rank, Msg: strings.Clone(u.Failure.Value)}
+			return
+		}
+		if u.HasResult && u.Result != nil {
+			r.Raw = append(wire.Raw(nil), u.Result...)
+		}
+	})
+}
+
+// settle fails one slot (the engine could not be reached).
+func (t *utilityTable) settle(id uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.answerLocked(id, func(_ *utilityGroup, r *UtilityResult) { r.Err = err })
+}
+
+// failRank fails every slot waiting on rank.
+func (t *utilityTable) failRank(rank int, cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, pc := range t.calls {
+		if pc.g.results[pc.idx].Rank == rank {
+			t.answerLocked(id, func(g *utilityGroup, r *UtilityResult) {
+				r.Err = &UtilityCallError{Method: g.method, Rank: rank, Cause: cause}
+			})
+		}
+	}
+}
+
+// cancel stops waiting for g and returns a copy of what arrived plus the ranks that
+// did not answer.
+func (t *utilityTable) cancel(g *utilityGroup) ([]UtilityResult, []int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var missing []int
+	var got []UtilityResult
+	for i, id := range g.ids {
+		delete(t.calls, id)
+		if g.answered[i] {
+			got = append(got, g.results[i])
+		} else {
+			missing = append(missing, g.results[i].Rank)
+		}
+	}
+	return got, missing
+}
+
+// closeAll fails every waiting slot with err.
+func (t *utilityTable) closeAll(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.calls {
+		t.answerLocked(id, func(g *utilityGroup, r *UtilityResult) {
+			r.Err = &UtilityCallError{Method: g.method, Rank: r.Rank, Cause: err}
+		})
+	}
+}
+
+// pending counts call ids still waited for.
+func (t *utilityTable) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.calls)
+}
