@@ -48,7 +48,7 @@ type Node struct {
 	state atomic.Uint64
 
 	postMu sync.Mutex
-	posted []Event        // from OnAdd / EngineReady, drained by run
+	posted []Event       // from OnAdd / EngineReady, drained by run
 	kick   chan struct{} // capacity 1: "posted is not empty"
 
 	events chan Event // from the socket readers
