@@ -90,9 +90,10 @@ func (r *reader) expected(want string) error {
 }
 
 // fieldErr names the struct and field an error belongs to. An error that already
-// names a (nested) type keeps it: the innermost name is the most precise.
+// names a nested type's field keeps it (the innermost name is the most precise); one
+// about a nested value as a whole ("expected array") is named by the outer field.
 func fieldErr(err error, typ, field string) error {
-	if de, ok := err.(*DecodeError); ok && de.Type == "" {
+	if de, ok := err.(*DecodeError); ok && (de.Type == "" || de.Field == "" && field != "") {
 		de.Type, de.Field = typ, field
 	}
 	return err

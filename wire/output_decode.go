@@ -70,6 +70,7 @@ func (d *OutputsDecoder) Decode(frames [][]byte, o *EngineCoreOutputs) error {
 			o.StartWave, err = r.optInt()
 		}
 		if err != nil {
+			o.Outputs = outs[:0] // keep the capacity for the next call
 			return fieldErr(err, typ, names[i])
 		}
 	}
