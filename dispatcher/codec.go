@@ -6,18 +6,14 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// validateRequest refuses what would kill an engine's input thread before anything is
-// sent. It defers to wire's Validate once that lands; until then it checks the
-// invariants the dispatcher itself relies on.
+var errNilRequest = errors.New("dispatcher: nil request")
+
+// validateRequest refuses, before anything is sent, what would kill an engine's input
+// thread (an exception there is not answered per request; the engine just stops
+// reading). wire's Validate mirrors SamplingParams' post-init checks.
 func validateRequest(r *wire.EngineCoreRequest) error {
 	if r == nil {
-		return errors.New("dispatcher: nil request")
+		return errNilRequest
 	}
-	if r.RequestID == "" {
-		return errors.New("dispatcher: request has an empty request_id")
-	}
-	if (r.Sampling == nil) == (r.PoolingParams == nil) {
-		return errors.New("dispatcher: request needs exactly one of sampling_params and pooling_params")
-	}
-	return nil
+	return r.Validate()
 }
