@@ -11,12 +11,11 @@ import (
 // deployment is a fake prefill deployment: dp engines of tp x pp workers
 // with their own ports, for the restart scenarios of the spec (section 4).
 type deployment struct {
-	prefix     string // engine id prefix, a fresh uuid per start in vLLM
-	host       string
-	port       int
-	dps        []int
-	tp, pp     int
-	registered []Registration
+	prefix string // engine id prefix, a fresh uuid per start in vLLM
+	host   string
+	port   int
+	dps    []int
+	tp, pp int
 }
 
 func (d *deployment) regs() []Registration {
