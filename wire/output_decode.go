@@ -120,6 +120,9 @@ func (d *OutputsDecoder) outputs(r *reader, frames [][]byte, outs []EngineCoreOu
 	if cap(outs) < n {
 		outs = make([]EngineCoreOutput, 0, n)
 	}
+	if outs == nil {
+		outs = []EngineCoreOutput{} // [] on the wire: present and empty
+	}
 	for range n {
 		outs = append(outs, EngineCoreOutput{})
 		if err := d.output(r, frames, &outs[len(outs)-1]); err != nil {
