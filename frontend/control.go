@@ -1,0 +1,235 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+type eventKind int
+
+const (
+	evHandshake    eventKind = iota // HELLO or READY on the handshake socket
+	evRegistration                  // first frame on an input socket
+)
+
+type event struct {
+	kind   eventKind
+	id     wire.Identity
+	status wire.HandshakeStatus
+	reg    wire.ReadyResponse
+	err    error   // registration decode error
+	e      *engine // registration: the generation whose socket it came in on (nil = shared)
+}
+
+// run is the control loop: the only goroutine that advances handshakes, creates
+// engine generations and publishes new tables. It never touches the data path.
+func (f *Frontend) run() {
+	defer f.wg.Done()
+	defer close(f.loopDone)
+	tick := time.NewTicker(f.tickInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case ev := <-f.events:
+			switch ev.kind {
+			case evHandshake:
+				f.onHandshake(ev)
+			case evRegistration:
+				f.onRegistration(ev)
+			}
+		case now := <-tick.C:
+			f.check(now)
+		}
+	}
+}
+
+// tickInterval resolves stuck writes and phase timeouts to a quarter of their limit.
+func (f *Frontend) tickInterval() time.Duration {
+	d := min(f.cfg.StuckAfter, f.cfg.PhaseTimeout) / 4
+	return max(min(d, time.Second), time.Millisecond)
+}
+
+func (f *Frontend) post(ev event) {
+	select {
+	case f.events <- ev:
+	case <-f.stop:
+	}
+}
+
+// check enforces phase deadlines and the stuck-send watchdog.
+func (f *Frontend) check(now time.Time) {
+	for _, e := range f.table.Load().byRank {
+		switch e.state() {
+		case Connecting:
+			if err := e.hs.check(now); err != nil {
+				f.markDown(e, Dead, err)
+			}
+		case Ready:
+			if ps := e.pendingSince.Load(); ps != 0 {
+				if pending := now.Sub(time.Unix(0, ps)); pending > f.cfg.StuckAfter {
+					f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Queued: len(e.sendq), Pending: pending})
+				}
+			}
+		}
+	}
+}
+
+// handshakeLoop reads the handshake ROUTER and hands HELLO/READY to the control loop.
+func (f *Frontend) handshakeLoop() {
+	defer f.wg.Done()
+	for {
+		frames, err := f.hsSock.Recv()
+		if err != nil {
+			if errors.Is(err, transport.ErrClosed) {
+				return
+			}
+			continue
+		}
+		id, ok := wire.ParseIdentity(frames[0])
+		if !ok || len(frames) != 2 {
+			f.log.Warn("frontend: ignoring handshake message", "identity", fmt.Sprintf("%x", frames[0]), "frames", len(frames))
+			continue
+		}
+		st, err := wire.DecodeHandshakeStatus(frames[1])
+		if err != nil {
+			f.log.Warn("frontend: undecodable handshake message", "rank", id.Rank(), "err", err)
+			continue
+		}
+		f.post(event{kind: evHandshake, id: id, status: st})
+	}
+}
+
+func (f *Frontend) onHandshake(ev event) {
+	rank := ev.id.Rank()
+	if rank >= f.cfg.DataParallelSize {
+		f.log.Error("frontend: refused handshake from a rank outside the data parallel size", "rank", rank, "data_parallel_size", f.cfg.DataParallelSize, "status", ev.status.Status)
+		return
+	}
+	e := f.table.Load().get(rank)
+	now := f.now()
+	if ev.status.Status == "HELLO" {
+		switch {
+		case e.state() == Connecting && !e.hs.hello:
+			// the generation bound at Start (or after a failed handshake) is free
+		case e.state() == Connecting || e.state() == Ready:
+			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
+			return
+		default: // Dead or Stuck: a restarted engine rejoins with fresh sockets
+			in, out, err := f.bindEngine(context.Background(), rank, e.gen+1)
+			if err != nil {
+				f.log.Error("frontend: cannot rejoin engine", "rank", rank, "err", err)
+				return
+			}
+			e = f.newEngine(rank, e.gen+1, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
+			f.table.Store(f.table.Load().with(rank, e))
+			e.start()
+			f.log.Info("frontend: engine rejoining", "rank", rank, "generation", e.gen)
+		}
+		if err := e.hs.onHello(now, ev.status); err != nil {
+			f.markDown(e, Dead, err)
+			return
+		}
+		init := wire.HandshakeInit{Addresses: wire.EngineZmqAddresses{
+			Inputs:            []string{e.in.Addr()},
+			Outputs:           []string{e.out.Addr()},
+			CoordinatorInput:  optString(f.cfg.CoordinatorInput),
+			CoordinatorOutput: optString(f.cfg.CoordinatorOutput),
+		}}
+		if err := f.hsSock.Send(ev.id[:], wire.AppendInit(nil, &init)); err != nil {
+			f.markDown(e, Dead, &HandshakeError{Rank: rank, Phase: PhaseHello, Msg: "sending INIT", Err: err})
+			return
+		}
+		f.log.Info("frontend: engine connected", "rank", rank, "generation", e.gen, "input", e.in.Addr(), "output", e.out.Addr())
+		f.notify()
+		return
+	}
+	if e.state() != Connecting {
+		f.log.Warn("frontend: ignoring handshake message for an engine not connecting", "rank", rank, "status", ev.status.Status, "state", e.state().String())
+		return
+	}
+	if err := e.hs.onReady(now, ev.status); err != nil {
+		f.markDown(e, Dead, err)
+		return
+	}
+	f.maybeUp(e)
+}
+
+func optString(s string) wire.OptString {
+	if s == "" {
+		return wire.OptString{}
+	}
+	return wire.SomeString(s)
+}
+
+// onInput runs on an input reader: the engine's first frame there is its
+// registration (empty for old engines, else EngineCoreReadyResponse).
+func (f *Frontend) onInput(e *engine, frames [][]byte) {
+	id, ok := wire.ParseIdentity(frames[0])
+	if e != nil && (!ok || id != e.id) {
+		f.log.Warn("frontend: ignoring input from an unexpected identity", "rank", e.rank, "identity", fmt.Sprintf("%x", frames[0]))
+		return
+	}
+	if !ok {
+		f.log.Warn("frontend: received input registration for unexpected engine id", "identity", fmt.Sprintf("%x", frames[0]))
+		return
+	}
+	ev := event{kind: evRegistration, id: id, e: e}
+	if len(frames) < 2 || len(frames[1]) == 0 {
+		ev.reg = wire.ReadyResponse{Empty: true}
+	} else {
+		ev.reg, ev.err = wire.DecodeReadyResponse(frames[1])
+	}
+	f.post(ev)
+}
+
+func (f *Frontend) onRegistration(ev event) {
+	rank := ev.id.Rank()
+	cur := f.table.Load().get(rank)
+	e := ev.e
+	if e == nil { // shared input socket (bootstrapped)
+		if cur == nil {
+			f.log.Error("frontend: received input registration for unexpected engine id", "rank", rank)
+			return
+		}
+		e = cur
+		if s := e.state(); s == Dead || s == Stuck {
+			// A launcher restarted the engine on the same addresses: next generation.
+			e = f.newEngine(rank, e.gen+1, f.sharedIn, nil, true, newBootstrappedHandshake(rank, f.cfg.PhaseTimeout, f.now()))
+			f.table.Store(f.table.Load().with(rank, e))
+			e.start()
+			f.log.Info("frontend: engine rejoining", "rank", rank, "generation", e.gen)
+		}
+	}
+	if e != cur || e.state() != Connecting {
+		if e == cur && e.state() == Ready {
+			f.log.Debug("frontend: ignoring extra input message", "rank", rank)
+		}
+		return
+	}
+	if ev.err != nil {
+		f.markDown(e, Dead, &HandshakeError{Rank: rank, Phase: PhaseRegistration, Msg: "undecodable registration", Err: ev.err})
+		return
+	}
+	if err := e.hs.onRegistration(f.now(), ev.reg); err != nil {
+		f.markDown(e, Dead, err)
+		return
+	}
+	f.maybeUp(e)
+}
+
+func (f *Frontend) maybeUp(e *engine) {
+	if !e.hs.up() {
+		return
+	}
+	if e.goUp(e.hs.reg) {
+		f.log.Info("frontend: engine ready", "rank", e.rank, "generation", e.gen)
+		f.notify()
+	}
+}

@@ -1,0 +1,253 @@
+package frontend
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+type sendItem struct {
+	typ  byte
+	body []byte
+	aux  [][]byte
+}
+
+// engine is one generation of one rank: its sockets, its send queue and writer, and
+// its lifecycle. A rejoin makes a new engine value for the same rank.
+type engine struct {
+	f    *Frontend
+	rank int
+	id   wire.Identity
+	gen  int
+
+	in     transport.Socket // own input ROUTER, or the shared one (bootstrapped)
+	out    transport.Socket // own output PULL; nil when shared
+	shared bool
+
+	sendq        chan sendItem
+	st           atomic.Int32 // EngineState, read by Send without locks
+	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
+	lastOutput   atomic.Int64
+	info         atomic.Pointer[EngineInfo]
+	dead         atomic.Pointer[EngineDeadError] // set once, before st leaves Ready
+
+	// deliverMu orders the handler calls of this engine: EngineUp, HandleOutputs...,
+	// EngineDown never overlap and EngineDown is the last one.
+	deliverMu sync.Mutex
+	isDown    bool
+	wasUp     bool
+	cause     error
+	down      chan struct{} // closed when the engine goes down
+
+	hs *handshake // owned by the control loop
+}
+
+func (f *Frontend) newEngine(rank, gen int, in, out transport.Socket, shared bool, hs *handshake) *engine {
+	e := &engine{
+		f: f, rank: rank, id: wire.IdentityOf(rank), gen: gen,
+		in: in, out: out, shared: shared,
+		sendq: make(chan sendItem, f.cfg.SendQueue),
+		down:  make(chan struct{}),
+		hs:    hs,
+	}
+	e.st.Store(int32(Connecting))
+	e.info.Store(&EngineInfo{Rank: rank, Identity: e.id, State: Connecting, Since: f.now(), Generation: gen})
+	return e
+}
+
+func (e *engine) state() EngineState { return EngineState(e.st.Load()) }
+
+// start launches the engine's goroutines: its writer, and for own sockets the
+// registration reader (input ROUTER) and the output reader (output PULL).
+func (e *engine) start() {
+	e.f.wg.Add(1)
+	go e.writeLoop()
+	if !e.shared {
+		e.f.wg.Add(2)
+		go e.inputLoop()
+		go e.outputLoop()
+	}
+}
+
+// enqueue never blocks: a full queue refuses this message only.
+func (e *engine) enqueue(it sendItem) error {
+	switch s := e.state(); s {
+	case Ready:
+	case Stuck, Dead:
+		if d := e.dead.Load(); d != nil {
+			return d
+		}
+		return &EngineDeadError{Rank: e.rank, Cause: e.deadCause()}
+	default:
+		return &EngineDeadError{Rank: e.rank, Cause: ErrNotReady}
+	}
+	select {
+	case e.sendq <- it:
+		return nil
+	default:
+		e.f.metrics.queueFull.Inc()
+		return &EngineStuckError{Rank: e.rank, Queued: len(e.sendq)}
+	}
+}
+
+func (e *engine) deadCause() error {
+	if d := e.dead.Load(); d != nil {
+		return d.Cause
+	}
+	return ErrEngineLeft
+}
+
+// writeLoop is the engine's only writer: one socket write at a time, timed so the
+// watchdog can see a write that does not complete.
+func (e *engine) writeLoop() {
+	defer e.f.wg.Done()
+	frames := make([][]byte, 0, 8)
+	for {
+		select {
+		case it := <-e.sendq:
+			frames = append(frames[:0], e.id[:], typeFrames[it.typ&3], it.body)
+			frames = append(frames, it.aux...)
+			e.pendingSince.Store(time.Now().UnixNano())
+			err := e.in.Send(frames...)
+			e.pendingSince.Store(0)
+			wire.PutBuffer(it.body)
+			clear(frames)
+			if err != nil {
+				if errors.Is(err, transport.ErrSendTimeout) {
+					e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
+				} else {
+					e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
+				}
+			}
+		case <-e.down:
+			for {
+				select {
+				case it := <-e.sendq:
+					wire.PutBuffer(it.body)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// typeFrames are the four request type bytes as frames, shared by every send.
+var typeFrames = [4][]byte{{wire.RequestAdd}, {wire.RequestAbort}, {wire.RequestStartDPWave}, {wire.RequestUtility}}
+
+// inputLoop reads the engine's own input ROUTER: the first frame from the engine's
+// identity is its registration; a disconnect of that identity is its death.
+func (e *engine) inputLoop() {
+	defer e.f.wg.Done()
+	for {
+		frames, err := e.in.Recv()
+		if err != nil {
+			var left *transport.PeerLeftError
+			if errors.As(err, &left) {
+				if string(left.Identity) == string(e.id[:]) {
+					e.f.markDown(e, Dead, fmt.Errorf("%w: input connection closed: %w", ErrEngineLeft, left.Cause))
+				}
+				continue
+			}
+			return // closed
+		}
+		e.f.onInput(e, frames)
+	}
+}
+
+// outputLoop reads the engine's own output PULL. Everything on it belongs to this
+// rank, so a sentinel, a disconnect, garbage or an oversized frame is attributed to
+// exactly this engine.
+func (e *engine) outputLoop() {
+	defer e.f.wg.Done()
+	var dec wire.OutputsDecoder
+	var outs wire.EngineCoreOutputs
+	for {
+		frames, err := e.out.Recv()
+		if err != nil {
+			if errors.Is(err, transport.ErrPeerLeft) {
+				e.f.markDown(e, Dead, fmt.Errorf("%w: output connection closed: %w", ErrEngineLeft, errors.Unwrap(err)))
+			}
+			if errors.Is(err, transport.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if wire.IsEngineCoreDead(frames) {
+			e.f.markDown(e, Dead, ErrEngineCoreDead)
+			continue
+		}
+		if err := dec.Decode(frames, &outs); err != nil {
+			e.f.markDown(e, Dead, fmt.Errorf("frontend: undecodable output: %w", err))
+			continue
+		}
+		e.deliver(&outs)
+	}
+}
+
+// deliver hands one decoded message to the handler unless the engine is down.
+func (e *engine) deliver(outs *wire.EngineCoreOutputs) {
+	e.lastOutput.Store(time.Now().UnixNano())
+	e.f.metrics.outputs.Inc()
+	e.deliverMu.Lock()
+	if e.wasUp && !e.isDown {
+		e.f.h.HandleOutputs(e.rank, outs)
+	}
+	e.deliverMu.Unlock()
+}
+
+// goUp makes the engine routable and tells the handler, unless it already went down.
+func (e *engine) goUp(reg wire.ReadyResponse) bool {
+	e.deliverMu.Lock()
+	defer e.deliverMu.Unlock()
+	if e.isDown {
+		return false
+	}
+	e.wasUp = true
+	info := *e.info.Load()
+	info.State, info.Ready, info.Since = Ready, reg, e.f.now()
+	e.info.Store(&info)
+	e.f.h.EngineUp(e.rank, info)
+	e.st.Store(int32(Ready))
+	return true
+}
+
+// markDown takes an engine out of service once: it records the cause, fails its
+// requests through EngineDown (if it was ever up) and closes its own sockets, which
+// also unblocks a stuck write. It is safe from any goroutine except from inside a
+// handler call for the same engine.
+func (f *Frontend) markDown(e *engine, state EngineState, cause error) bool {
+	e.deliverMu.Lock()
+	if e.isDown {
+		e.deliverMu.Unlock()
+		return false
+	}
+	e.isDown = true
+	e.cause = cause
+	info := *e.info.Load()
+	info.State, info.Since, info.Cause = state, f.now(), cause.Error()
+	e.info.Store(&info)
+	dead := &EngineDeadError{Rank: e.rank, Cause: cause}
+	e.dead.Store(dead)
+	e.st.Store(int32(state))
+	close(e.down)
+	if e.wasUp {
+		e.f.h.EngineDown(e.rank, dead)
+	}
+	e.deliverMu.Unlock()
+	if !e.shared {
+		e.in.Close()
+		e.out.Close()
+	}
+	f.metrics.failure(cause)
+	if !errors.Is(cause, ErrClosed) {
+		f.log.Warn("frontend: engine down", "rank", e.rank, "generation", e.gen, "state", state.String(), "cause", cause)
+	}
+	f.notify()
+	return true
+}

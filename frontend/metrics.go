@@ -1,0 +1,87 @@
+package frontend
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// metrics are registered on Config.Registerer; with a nil Registerer they are still
+// updated but never exported.
+type metrics struct {
+	f         *Frontend
+	engines   *prometheus.GaugeVec
+	failures  *prometheus.CounterVec
+	queueFull prometheus.Counter
+	outputs   prometheus.Counter
+	byState   [4]prometheus.Gauge
+	byReason  map[string]prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
+	m := &metrics{
+		f: f,
+		engines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_frontend_engines", Help: "Engines by state.",
+		}, []string{"state"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_frontend_engine_failures_total", Help: "Engines taken out of service, by cause.",
+		}, []string{"cause"}),
+		queueFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_send_queue_full_total", Help: "Sends refused because an engine's queue was full.",
+		}),
+		outputs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_output_messages_total", Help: "Output messages received from engines.",
+		}),
+		byReason: map[string]prometheus.Counter{},
+	}
+	for s := Connecting; s <= Stuck; s++ {
+		m.byState[s] = m.engines.WithLabelValues(s.String())
+	}
+	for _, r := range []string{"sentinel", "disconnect", "decode", "stuck", "handshake", "closed", "other"} {
+		m.byReason[r] = m.failures.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) refresh() {
+	var n [4]float64
+	for _, e := range m.f.table.Load().byRank {
+		n[e.state()]++
+	}
+	for s, g := range m.byState {
+		g.Set(n[s])
+	}
+}
+
+func (m *metrics) failure(cause error) {
+	var de *wire.DecodeError
+	var ht *PhaseTimeoutError
+	var he *HandshakeError
+	var st *EngineStuckError
+	r := "other"
+	switch {
+	case errors.Is(cause, ErrClosed):
+		r = "closed"
+	case errors.Is(cause, ErrEngineCoreDead):
+		r = "sentinel"
+	case errors.As(cause, &st):
+		r = "stuck"
+	case errors.Is(cause, ErrEngineLeft):
+		r = "disconnect"
+	case errors.As(cause, &de):
+		r = "decode"
+	case errors.As(cause, &ht), errors.As(cause, &he):
+		r = "handshake"
+	}
+	m.byReason[r].Inc()
+}

@@ -1,0 +1,256 @@
+// Package mockengine is an engine core that speaks vLLM's engine-core protocol like a
+// headless `vllm serve --headless` engine: the handshake (HELLO, INIT, registration on
+// every input, READY), strict decoding of every request, one EngineCoreOutputs per
+// step with scheduler_stats, the common utility calls, ENGINE_CORE_DEAD on a
+// duplicate live request id, and faults on demand. Tokens are deterministic
+// (TokenFor) so tests can check exact outputs.
+package mockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// Config configures one mock engine.
+type Config struct {
+	// HandshakeAddress is the frontend's handshake ROUTER. Empty = bootstrapped:
+	// connect straight to Inputs/Outputs (a launcher did the handshake).
+	HandshakeAddress string
+	Inputs, Outputs  []string
+	Rank             int
+	DataParallelSize int
+	StepInterval     time.Duration // --step-ms
+	TokensPerStep    int           // --tokens-per-step
+	MaxModelLen      int
+	MaxNumSeqs       int
+	Faults           Faults
+	Logger           *slog.Logger
+	Network          transport.Network // nil = transport.ZMQ
+}
+
+// Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
+// "after N steps have produced output".
+type Faults struct {
+	DieAfterSteps     int  // send ENGINE_CORE_DEAD and exit with an error
+	StallAfterSteps   int  // stop reading input and stepping, keep the connections open
+	GarbageAfterSteps int  // send an undecodable output message instead of the step's
+	ExitAfterSteps    int  // close every socket without a sentinel (a killed process)
+	SkipRegistration  bool // never register on the input sockets
+	SkipReady         bool // never send READY
+	EmptyRegistration bool // register with an empty frame, like engines before c8d98f81
+}
+
+// DefaultConfig: rank 0 of 1, a step every 10 ms, one token per step.
+func DefaultConfig() Config {
+	return Config{
+		HandshakeAddress: "tcp://127.0.0.1:5570",
+		DataParallelSize: 1,
+		StepInterval:     10 * time.Millisecond,
+		TokensPerStep:    1,
+		MaxModelLen:      8192,
+		MaxNumSeqs:       256,
+	}
+}
+
+// Validate names the field at fault.
+func (c Config) Validate() error {
+	switch {
+	case c.Rank < 0 || c.Rank > 65535:
+		return fmt.Errorf("mockengine: config Rank %d out of range [0, 65535]", c.Rank)
+	case c.DataParallelSize < 1 || c.Rank >= c.DataParallelSize:
+		return fmt.Errorf("mockengine: config DataParallelSize %d must exceed Rank %d", c.DataParallelSize, c.Rank)
+	case c.StepInterval <= 0:
+		return errors.New("mockengine: config StepInterval must be positive")
+	case c.TokensPerStep < 1:
+		return errors.New("mockengine: config TokensPerStep must be at least 1")
+	case c.HandshakeAddress == "" && (len(c.Inputs) == 0 || len(c.Outputs) == 0):
+		return errors.New("mockengine: config needs HandshakeAddress, or Inputs and Outputs")
+	}
+	return nil
+}
+
+// ErrFault is the cause of an exit requested through Faults.
+var ErrFault = errors.New("mockengine: injected fault")
+
+// Run runs the handshake, then the engine loop until ctx is done (a clean exit
+// without sentinel, like SIGTERM: returns nil) or the engine dies (a fault or a
+// duplicate request id: the sentinel is sent and the error returned).
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	e := &engine{cfg: cfg, start: time.Now(), id: wire.IdentityOf(cfg.Rank)}
+	e.log = cfg.Logger
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.log = e.log.With("rank", cfg.Rank)
+	e.net = cfg.Network
+	if e.net == nil {
+		e.net = transport.ZMQ
+	}
+	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
+	defer e.closeAll()
+	if err := e.connect(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	return e.loop(ctx)
+}
+
+// engine is the edge around the Scheduler: sockets, the handshake and the loop
+// state. Coordinator support (waves) plugs in here: coordinatorInput/Output come
+// from INIT, and START_DP_WAVE reaches handleStartDPWave.
+type engine struct {
+	cfg   Config
+	log   *slog.Logger
+	net   transport.Network
+	id    wire.Identity
+	start time.Time
+
+	hs   transport.Socket
+	ins  []transport.Socket
+	outs []transport.Socket
+
+	coordinatorInput, coordinatorOutput wire.OptString
+
+	sched    *Scheduler
+	steps    int // steps that produced output
+	sleeping bool
+	buf      []byte
+	pending  []Output
+}
+
+func (e *engine) opts() transport.Options {
+	return transport.Options{Identity: e.id.Bytes(), DialTimeout: 30 * time.Second, Logger: e.log}
+}
+
+// connect does what EngineCoreProc does at startup: HELLO, INIT, DEALER to every
+// input and PUSH to every output, one registration per input, READY.
+func (e *engine) connect(ctx context.Context) error {
+	inputs, outputs := e.cfg.Inputs, e.cfg.Outputs
+	if e.cfg.HandshakeAddress != "" {
+		hs, err := e.net.Dial(ctx, transport.Dealer, e.cfg.HandshakeAddress, e.opts())
+		if err != nil {
+			return fmt.Errorf("mockengine: handshake: %w", err)
+		}
+		e.hs = hs
+		hello := wire.HandshakeStatus{Status: "HELLO", Headless: true}
+		if err := hs.Send(wire.AppendHandshakeStatus(nil, &hello)); err != nil {
+			return fmt.Errorf("mockengine: HELLO: %w", err)
+		}
+		frames, err := recvCtx(ctx, hs)
+		if err != nil {
+			return fmt.Errorf("mockengine: waiting for INIT: %w", err)
+		}
+		init, err := wire.DecodeInit(frames[0])
+		if err != nil {
+			return fmt.Errorf("mockengine: INIT: %w", err)
+		}
+		inputs, outputs = init.Addresses.Inputs, init.Addresses.Outputs
+		e.coordinatorInput, e.coordinatorOutput = init.Addresses.CoordinatorInput, init.Addresses.CoordinatorOutput
+	}
+	for _, addr := range outputs {
+		s, err := e.net.Dial(ctx, transport.Push, addr, e.opts())
+		if err != nil {
+			return fmt.Errorf("mockengine: output %s: %w", addr, err)
+		}
+		e.outs = append(e.outs, s)
+	}
+	reg := e.readyResponse()
+	for _, addr := range inputs {
+		s, err := e.net.Dial(ctx, transport.Dealer, addr, e.opts())
+		if err != nil {
+			return fmt.Errorf("mockengine: input %s: %w", addr, err)
+		}
+		e.ins = append(e.ins, s)
+		if e.cfg.Faults.SkipRegistration {
+			continue
+		}
+		if err := s.Send(wire.AppendReadyResponse(nil, &reg)); err != nil {
+			return fmt.Errorf("mockengine: registration on %s: %w", addr, err)
+		}
+	}
+	if e.hs != nil && !e.cfg.Faults.SkipReady {
+		ready := wire.HandshakeStatus{Status: "READY", Headless: true}
+		if err := e.hs.Send(wire.AppendHandshakeStatus(nil, &ready)); err != nil {
+			return fmt.Errorf("mockengine: READY: %w", err)
+		}
+		// Like the engine, close the handshake socket once READY is out.
+		e.hs.Close()
+		e.hs = nil
+	}
+	e.log.Info("mockengine: ready", "inputs", inputs, "outputs", outputs)
+	return nil
+}
+
+func (e *engine) readyResponse() wire.ReadyResponse {
+	if e.cfg.Faults.EmptyRegistration {
+		return wire.ReadyResponse{Empty: true}
+	}
+	return wire.ReadyResponse{
+		MaxModelLen:          wire.SomeInt(int64(e.cfg.MaxModelLen)),
+		NumGPUBlocks:         wire.SomeInt(4096),
+		BlockSize:            wire.SomeInt(16),
+		DType:                wire.SomeString("bfloat16"),
+		VLLMVersion:          wire.SomeString("switchyard-mock"),
+		WorldSize:            wire.SomeInt(1),
+		DataParallelSize:     wire.SomeInt(int64(e.cfg.DataParallelSize)),
+		TensorParallelSize:   wire.SomeInt(1),
+		PipelineParallelSize: wire.SomeInt(1),
+		DataParallelRank:     wire.SomeInt(int64(e.cfg.Rank)),
+		MaxNumSeqs:           wire.SomeInt(int64(e.cfg.MaxNumSeqs)),
+		MaxNumBatchedTokens:  wire.SomeInt(8192),
+		SupportsLoRA:         wire.OptBool{Value: false, Valid: true},
+		EnableSleepMode:      wire.OptBool{Value: true, Valid: true},
+	}
+}
+
+func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
+	type res struct {
+		f   [][]byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { f, err := s.Recv(); ch <- res{f, err} }()
+	select {
+	case r := <-ch:
+		return r.f, r.err
+	case <-ctx.Done():
+		s.Close() // unblocks the Recv above
+		<-ch
+		return nil, ctx.Err()
+	}
+}
+
+func (e *engine) closeAll() {
+	if e.hs != nil {
+		e.hs.Close()
+	}
+	for _, s := range e.ins {
+		s.Close()
+	}
+	for _, s := range e.outs {
+		s.Close()
+	}
+}
+
+// die sends ENGINE_CORE_DEAD to every output, as the engine's output thread does,
+// and returns cause.
+func (e *engine) die(cause error) error {
+	e.log.Warn("mockengine: dying", "cause", cause)
+	for _, s := range e.outs {
+		s.Send(wire.EngineCoreDead)
+	}
+	return cause
+}
+
+func (e *engine) timestamp() float64 { return 1000 + time.Since(e.start).Seconds() }

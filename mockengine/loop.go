@@ -1,0 +1,216 @@
+package mockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// inMsg is one message from an input socket (frames = [type, body, aux...]).
+type inMsg struct {
+	frames [][]byte
+	err    error
+}
+
+// loop is the engine's busy loop: input messages are applied as they come, and a
+// step runs every StepInterval while there is work.
+func (e *engine) loop(ctx context.Context) error {
+	inbox := make(chan inMsg)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		e.closeAll() // unblocks the readers
+		wg.Wait()
+	}()
+	for _, s := range e.ins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				frames, err := s.Recv()
+				select {
+				case inbox <- inMsg{frames, err}:
+				case <-ctx.Done():
+					return
+				}
+				if errors.Is(err, transport.ErrClosed) {
+					return
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(e.cfg.StepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-inbox:
+			if m.err != nil {
+				if errors.Is(m.err, transport.ErrClosed) {
+					return nil
+				}
+				continue
+			}
+			if err := e.handle(m.frames); err != nil {
+				return e.die(err)
+			}
+		case <-tick.C:
+			if e.sched.Idle() {
+				continue
+			}
+			if err := e.step(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle applies one input message. An error is fatal: the engine dies with the
+// sentinel (a real engine dies on a duplicate id; on an undecodable message its
+// input thread dies silently, which the mock makes loud so tests notice).
+func (e *engine) handle(frames [][]byte) error {
+	if len(frames) < 2 {
+		return fmt.Errorf("mockengine: input message with %d frames", len(frames))
+	}
+	typ, err := wire.ParseRequestType(frames[0])
+	if err != nil {
+		return fmt.Errorf("mockengine: %w", err)
+	}
+	switch typ {
+	case wire.RequestAdd:
+		var req wire.EngineCoreRequest
+		if err := wire.DecodeAdd(frames[1:], &req); err != nil {
+			return fmt.Errorf("mockengine: ADD: %w", err)
+		}
+		return e.sched.Add(&req)
+	case wire.RequestAbort:
+		ids, err := wire.DecodeAbort(frames[1])
+		if err != nil {
+			return fmt.Errorf("mockengine: ABORT: %w", err)
+		}
+		e.sched.Abort(ids)
+	case wire.RequestUtility:
+		client, callID, method, _, err := wire.DecodeUtility(frames[1])
+		if err != nil {
+			return fmt.Errorf("mockengine: UTILITY: %w", err)
+		}
+		return e.utility(client, callID, method)
+	case wire.RequestStartDPWave:
+		w, err := wire.DecodeStartDPWave(frames[1])
+		if err != nil {
+			return fmt.Errorf("mockengine: START_DP_WAVE: %w", err)
+		}
+		e.handleStartDPWave(w)
+	}
+	return nil
+}
+
+// handleStartDPWave: a non-DP engine logs START_DP_WAVE as unrecognized; wave
+// support (coordinator engines) replaces this.
+func (e *engine) handleStartDPWave(w wire.StartDPWave) {
+	e.log.Debug("mockengine: START_DP_WAVE ignored (no coordinator)", "wave", w.Wave)
+}
+
+// Raw msgpack results of the utility calls the mock answers.
+var (
+	rawTrue  = wire.Raw{0xc3}
+	rawFalse = wire.Raw{0xc2}
+	rawNil   = wire.Raw{0xc0}
+	rawTasks = wire.Raw(append([]byte{0x91, 0xa8}, "generate"...))
+)
+
+func (e *engine) utility(client int64, callID uint64, method string) error {
+	u := wire.UtilityOutput{CallID: callID, HasResult: true, Result: rawNil}
+	switch method {
+	case "is_sleeping":
+		u.Result = rawFalse
+		if e.sleeping {
+			u.Result = rawTrue
+		}
+	case "reset_prefix_cache":
+		u.Result = rawTrue
+	case "get_supported_tasks":
+		u.Result = rawTasks
+	case "sleep":
+		e.sleeping = true
+	case "wake_up":
+		e.sleeping = false
+	case "reset_mm_cache", "reset_encoder_cache", "execute_dummy_batch", "profile":
+	default:
+		u.HasResult, u.Result = false, nil
+		u.Failure = wire.SomeString(fmt.Sprintf("Call to %s method failed: 'MockEngine' object has no attribute '%s'", method, method))
+	}
+	out := wire.EngineCoreOutputs{EngineIndex: int64(e.cfg.Rank), Timestamp: e.timestamp(), UtilityOutput: &u}
+	return e.send(client, &out)
+}
+
+// send encodes and sends one message to outputs[client].
+func (e *engine) send(client int64, o *wire.EngineCoreOutputs) error {
+	if client < 0 || int(client) >= len(e.outs) {
+		return fmt.Errorf("mockengine: client_index %d out of range (%d outputs)", client, len(e.outs))
+	}
+	body, aux, err := wire.AppendOutputs(e.buf[:0], o)
+	if err != nil {
+		return fmt.Errorf("mockengine: encoding outputs: %w", err)
+	}
+	e.buf = body
+	frames := append([][]byte{body}, aux...)
+	if err := e.outs[client].Send(frames...); err != nil {
+		return fmt.Errorf("mockengine: sending outputs: %w", err)
+	}
+	return nil
+}
+
+// step runs one scheduler step and sends one EngineCoreOutputs per client, with the
+// scheduler stats on the first. Faults trigger here.
+func (e *engine) step(ctx context.Context) error {
+	f := e.cfg.Faults
+	switch n := e.steps; {
+	case f.DieAfterSteps > 0 && n >= f.DieAfterSteps:
+		return e.die(fmt.Errorf("%w: die after %d steps", ErrFault, n))
+	case f.ExitAfterSteps > 0 && n >= f.ExitAfterSteps:
+		e.log.Warn("mockengine: exiting without sentinel", "steps", n)
+		return fmt.Errorf("%w: exit after %d steps", ErrFault, n)
+	case f.StallAfterSteps > 0 && n >= f.StallAfterSteps:
+		e.log.Warn("mockengine: stalling", "steps", n)
+		<-ctx.Done() // stop reading and stepping; connections stay open
+		return nil
+	case f.GarbageAfterSteps > 0 && n >= f.GarbageAfterSteps:
+		e.log.Warn("mockengine: sending garbage", "steps", n)
+		for _, s := range e.outs {
+			s.Send([]byte{0xc1, 0xde, 0xad})
+		}
+		e.steps++
+		e.sched.Step(nil) // the step's tokens are lost, as in a corrupted engine
+		return nil
+	}
+	e.pending = e.sched.Step(e.pending[:0])
+	e.steps++
+	stats := e.sched.Stats()
+	ts := e.timestamp()
+	for client := range e.outs {
+		out := wire.EngineCoreOutputs{EngineIndex: int64(e.cfg.Rank), Timestamp: ts}
+		for _, o := range e.pending {
+			if o.ClientIndex == int64(client) {
+				out.Outputs = append(out.Outputs, o.EngineCoreOutput)
+			}
+		}
+		if client == 0 {
+			out.SchedulerStats = &stats
+		}
+		if len(out.Outputs) == 0 && out.SchedulerStats == nil {
+			continue
+		}
+		if err := e.send(int64(client), &out); err != nil {
+			return e.die(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package mockengine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// ErrDuplicateRequest: an ADD reused the id of a live request. A real engine's
+// scheduler asserts on this in its busy loop and dies with ENGINE_CORE_DEAD.
+var ErrDuplicateRequest = errors.New("mockengine: duplicate request id")
+
+// TokenFor is the deterministic token stream: the index-th token (0-based) generated
+// for requestID. Values lie in [100, 30100), so tests can pick EOS or stop ids that
+// do or do not occur.
+func TokenFor(requestID string, index int) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(requestID))
+	x := h.Sum64() ^ (uint64(index)+1)*0x9e3779b97f4a7c15
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 29
+	return 100 + int64(x%30000)
+}
+
+// maskedToken replaces a stop/EOS token sampled before min_tokens, as vLLM's
+// min_tokens logits processor makes it impossible to sample one: the next value
+// that is not a stop token.
+func maskedToken(tok int64, stops []int64) int64 {
+	for slices.Contains(stops, tok) {
+		tok++
+	}
+	return tok
+}
+
+// Output is one request's progress in one step, with the client index whose output
+// socket it goes to.
+type Output struct {
+	ClientIndex int64
+	wire.EngineCoreOutput
+}
+
+type request struct {
+	id         string
+	client     int64
+	prompt     int
+	generated  int
+	maxTokens  int64
+	minTokens  int64
+	eos        wire.OptInt
+	ignoreEOS  bool
+	stopTokens []int64
+	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
+}
+
+// Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
+// It is a plain value, not safe for concurrent use, and does no IO; the engine loop
+// owns it.
+type Scheduler struct {
+	TokensPerStep int
+	MaxModelLen   int
+	MaxNumSeqs    int
+	StepCounter   int64
+	CurrentWave   int64
+
+	running []*request
+	byID    map[string]*request
+}
+
+// NewScheduler returns an empty scheduler.
+func NewScheduler(tokensPerStep, maxModelLen, maxNumSeqs int) *Scheduler {
+	return &Scheduler{TokensPerStep: tokensPerStep, MaxModelLen: maxModelLen, MaxNumSeqs: maxNumSeqs, byID: map[string]*request{}}
+}
+
+// Add admits a decoded ADD. A live duplicate id is fatal (ErrDuplicateRequest); an
+// ADD with abort_immediately is admitted and aborted at once, producing nothing.
+func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
+	if _, dup := s.byID[r.RequestID]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateRequest, r.RequestID)
+	}
+	if r.AbortImmediately {
+		return nil
+	}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16}
+	if sp := r.Sampling; sp != nil {
+		if sp.MaxTokens.Valid {
+			q.maxTokens = sp.MaxTokens.Value
+		}
+		q.minTokens = sp.MinTokens
+		q.eos = sp.EOSTokenID
+		q.ignoreEOS = sp.IgnoreEOS
+		q.stopTokens = sp.StopTokenIDs
+		q.allStops = slices.Clone(sp.AllStopTokenIDs)
+		q.allStops = append(q.allStops, sp.StopTokenIDs...)
+		if sp.EOSTokenID.Valid && !sp.IgnoreEOS {
+			q.allStops = append(q.allStops, sp.EOSTokenID.Value)
+		}
+	}
+	s.running = append(s.running, q)
+	s.byID[q.id] = q
+	return nil
+}
+
+// Abort drops requests; unknown ids are ignored and no output is produced (a client
+// abort finishes the stream on the frontend side).
+func (s *Scheduler) Abort(ids []string) {
+	for _, id := range ids {
+		if _, ok := s.byID[id]; ok {
+			delete(s.byID, id)
+			s.running = slices.DeleteFunc(s.running, func(q *request) bool { return q.id == id })
+		}
+	}
+}
+
+// Idle reports whether there is nothing to step.
+func (s *Scheduler) Idle() bool { return len(s.running) == 0 }
+
+// Running is the number of live requests.
+func (s *Scheduler) Running() int { return len(s.running) }
+
+// Step advances every running request by up to TokensPerStep tokens and appends one
+// Output per request to dst.
+func (s *Scheduler) Step(dst []Output) []Output {
+	s.StepCounter++
+	keep := s.running[:0]
+	for _, q := range s.running {
+		o := Output{ClientIndex: q.client, EngineCoreOutput: wire.EngineCoreOutput{RequestID: q.id, FinishReason: wire.FinishNone}}
+		for range max(s.TokensPerStep, 1) {
+			tok := TokenFor(q.id, q.generated)
+			if int64(q.generated) < q.minTokens {
+				tok = maskedToken(tok, q.allStops)
+			}
+			q.generated++
+			o.NewTokenIDs = append(o.NewTokenIDs, tok)
+			if s.finish(q, tok, &o.EngineCoreOutput) {
+				break
+			}
+		}
+		dst = append(dst, o)
+		if o.Finished() {
+			delete(s.byID, q.id)
+		} else {
+			keep = append(keep, q)
+		}
+	}
+	clear(s.running[len(keep):])
+	s.running = keep
+	return dst
+}
+
+// finish applies vLLM's stop rules to the token just generated: EOS (unless
+// ignore_eos) and stop_token_ids once min_tokens are out, then max_tokens, then the
+// model length.
+func (s *Scheduler) finish(q *request, tok int64, o *wire.EngineCoreOutput) bool {
+	pastMin := int64(q.generated) >= q.minTokens
+	switch {
+	case pastMin && !q.ignoreEOS && q.eos.Valid && tok == q.eos.Value:
+		o.FinishReason = wire.FinishStop
+	case pastMin && slices.Contains(q.stopTokens, tok):
+		o.FinishReason = wire.FinishStop
+		o.StopReason = wire.StopReason{Kind: wire.StopReasonToken, Token: tok}
+	case int64(q.generated) >= q.maxTokens:
+		o.FinishReason = wire.FinishLength
+	case s.MaxModelLen > 0 && q.prompt+q.generated >= s.MaxModelLen:
+		o.FinishReason = wire.FinishLength
+	default:
+		return false
+	}
+	return true
+}
+
+// Stats is the scheduler_stats the engine attaches to each step's output.
+func (s *Scheduler) Stats() wire.SchedulerStats {
+	usage := 0.0
+	if s.MaxNumSeqs > 0 {
+		usage = float64(len(s.running)) / float64(s.MaxNumSeqs)
+	}
+	return wire.SchedulerStats{
+		NumRunningReqs: int64(len(s.running)),
+		StepCounter:    s.StepCounter,
+		CurrentWave:    s.CurrentWave,
+		KVCacheUsage:   min(usage, 1),
+	}
+}
