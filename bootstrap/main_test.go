@@ -106,7 +106,6 @@ func regBody(id string, dp, tp, pp int, addr string) string {
 	return `{"engine_id":"` + id + `","dp_rank":` + strconv.Itoa(dp) + `,"tp_rank":` + strconv.Itoa(tp) + `,"pp_rank":` + strconv.Itoa(pp) + `,"addr":"` + addr + `"}`
 }
 
-
 func newRecorder(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
