@@ -1,0 +1,282 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// simEngine is an in-process engine: it takes ADDs and ABORTs from simSender and
+// steps every live request by one token per step, feeding outputs back through
+// HandleOutputs from its own goroutine, as the frontend's receive loop would.
+type simEngine struct {
+	rank int
+	d    *Dispatcher
+	in   chan simMsg
+	kill chan struct{}
+	done chan struct{}
+	// onStep, when set, is called with the time just before HandleOutputs.
+	onStep func(time.Time)
+}
+
+type simMsg struct {
+	id        string
+	maxTokens int64
+	abort     []string
+}
+
+type simReq struct {
+	id        string
+	next, max int64
+}
+
+func (e *simEngine) run() {
+	defer close(e.done)
+	live := map[string]*simReq{}
+	outs := &wire.EngineCoreOutputs{EngineIndex: int64(e.rank)}
+	stats := &wire.SchedulerStats{}
+	apply := func(m simMsg) {
+		for _, id := range m.abort {
+			delete(live, id)
+		}
+		if m.id != "" {
+			live[m.id] = &simReq{id: m.id, max: m.maxTokens}
+		}
+	}
+	for {
+		if len(live) == 0 {
+			select {
+			case m := <-e.in:
+				apply(m)
+			case <-e.kill:
+				return
+			}
+		}
+	drain:
+		for {
+			select {
+			case m := <-e.in:
+				apply(m)
+			case <-e.kill:
+				return
+			default:
+				break drain
+			}
+		}
+		outs.Outputs = outs.Outputs[:0]
+		for id, r := range live {
+			o := wire.EngineCoreOutput{RequestID: id, NewTokenIDs: []int64{r.next}, FinishReason: wire.FinishNone}
+			r.next++
+			if r.next == r.max {
+				o.FinishReason = wire.FinishLength
+				delete(live, id)
+			}
+			outs.Outputs = append(outs.Outputs, o)
+		}
+		stats.NumRunningReqs = int64(len(live))
+		outs.SchedulerStats = stats
+		if e.onStep != nil {
+			e.onStep(time.Now())
+		}
+		e.d.HandleOutputs(e.rank, outs)
+	}
+}
+
+// simSender hands frames to simEngines; a full queue is a stuck engine.
+type simSender struct {
+	engines []*simEngine
+	onSend  func(time.Time)
+}
+
+func (s *simSender) Send(rank int, typ byte, body []byte, aux [][]byte) error {
+	if s.onSend != nil {
+		s.onSend(time.Now())
+	}
+	defer wire.PutBuffer(body)
+	e := s.engines[rank]
+	var m simMsg
+	switch typ {
+	case wire.RequestAdd:
+		var req wire.EngineCoreRequest
+		if err := wire.DecodeAdd(append([][]byte{body}, aux...), &req); err != nil {
+			return err
+		}
+		m = simMsg{id: req.RequestID, maxTokens: req.Sampling.MaxTokens.Value}
+	case wire.RequestAbort:
+		ids, err := wire.DecodeAbort(body)
+		if err != nil {
+			return err
+		}
+		m = simMsg{abort: ids}
+	default:
+		return nil
+	}
+	select {
+	case <-e.done:
+		return fmt.Errorf("engine rank %d dead", rank)
+	case e.in <- m:
+		return nil
+	default:
+		return fmt.Errorf("engine rank %d stuck", rank)
+	}
+}
+
+type sim struct {
+	d       *Dispatcher
+	sender  *simSender
+	engines []*simEngine
+}
+
+func newSim(t testing.TB, cfg Config, n int) *sim {
+	t.Helper()
+	s := &sim{sender: &simSender{}}
+	d, err := New(cfg, s.sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.d = d
+	for r := range n {
+		e := &simEngine{rank: r, d: d, in: make(chan simMsg, 1<<14), kill: make(chan struct{}), done: make(chan struct{})}
+		s.engines = append(s.engines, e)
+		s.sender.engines = append(s.sender.engines, e)
+	}
+	t.Cleanup(func() {
+		_ = d.Close()
+		for _, e := range s.engines {
+			select {
+			case <-e.done:
+			default:
+				close(e.kill)
+				<-e.done
+			}
+		}
+	})
+	for _, e := range s.engines {
+		d.EngineUp(e.rank)
+		go e.run()
+	}
+	return s
+}
+
+// killEngine stops rank's engine and reports it down, as the frontend would.
+func (s *sim) killEngine(rank int) {
+	e := s.engines[rank]
+	close(e.kill)
+	<-e.done
+	s.d.EngineDown(rank, errors.New("ENGINE_CORE_DEAD"))
+}
+
+type simResult struct {
+	rank   int
+	tokens int64
+	err    error
+}
+
+// runLoad pushes n requests through workers concurrent streams; request i asks for
+// 1+i%17 tokens. midway, when set, runs once after n/8 completions.
+func runLoad(t testing.TB, s *sim, n, workers int, midway func()) []simResult {
+	t.Helper()
+	results := make([]simResult, n)
+	var next, completed atomic.Int64
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			ctx := context.Background()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				req := mkReq(fmt.Sprint("req-", i))
+				req.Sampling.MaxTokens = wire.SomeInt(int64(1 + i%17))
+				st, err := s.d.Submit(ctx, req)
+				if err != nil {
+					results[i] = simResult{rank: -1, err: err}
+					continue
+				}
+				res := simResult{rank: st.Rank()}
+				for {
+					o, err := st.Recv(ctx)
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							res.err = err
+						}
+						break
+					}
+					for _, tok := range o.TokenIDs {
+						if tok != res.tokens {
+							res.err = fmt.Errorf("token %d out of order (want %d)", tok, res.tokens)
+						}
+						res.tokens++
+					}
+				}
+				results[i] = res
+				if midway != nil && completed.Add(1) >= int64(n/8) {
+					once.Do(midway)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func TestSim10kRequestsOver4Engines(t *testing.T) {
+	s := newSim(t, Config{}, 4)
+	const n = 10000
+	results := runLoad(t, s, n, 256, nil)
+	perRank := make([]int, 4)
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("request %d: %v", i, r.err)
+		}
+		if want := int64(1 + i%17); r.tokens != want {
+			t.Fatalf("request %d got %d tokens, want %d", i, r.tokens, want)
+		}
+		perRank[r.rank]++
+	}
+	for r, c := range perRank {
+		if c < n/4*85/100 || c > n/4*115/100 {
+			t.Errorf("rank %d took %d of %d requests (%v): not balanced", r, c, n, perRank)
+		}
+	}
+	if s.d.InFlight() != 0 {
+		t.Errorf("%d still in flight", s.d.InFlight())
+	}
+	t.Logf("spread %v", perRank)
+}
+
+func TestSimEngineKilledMidRun(t *testing.T) {
+	s := newSim(t, Config{}, 4)
+	const n = 4000
+	results := runLoad(t, s, n, 256, func() { s.killEngine(2) })
+	failed := 0
+	for i, r := range results {
+		if r.err == nil {
+			if want := int64(1 + i%17); r.tokens != want {
+				t.Fatalf("request %d got %d tokens, want %d", i, r.tokens, want)
+			}
+			continue
+		}
+		failed++
+		var down *EngineDownError
+		if !errors.As(r.err, &down) || down.Rank != 2 || r.rank != 2 && r.rank != -1 {
+			t.Fatalf("request %d on rank %d failed with %v; only rank 2's may fail", i, r.rank, r.err)
+		}
+	}
+	if failed == 0 {
+		t.Log("the kill landed when rank 2 had nothing in flight")
+	}
+	if st := s.d.Engines(); st[2].State != EngineStateDown || st[2].InFlight != 0 {
+		t.Errorf("rank 2 status %+v", st[2])
+	}
+	t.Logf("%d of %d failed, all on rank 2", failed, n)
+}
