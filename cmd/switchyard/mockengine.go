@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/switchyard-llm/switchyard/mockengine"
+)
+
+// mockEngineCommand is `switchyard mock-engine`: one mock engine core in its own
+// process, joining a frontend exactly as
+// `vllm serve MODEL --headless --data-parallel-address H --data-parallel-rpc-port P`
+// does. The fault flags make it misbehave on purpose, for failure tests.
+func mockEngineCommand() *cli.Command {
+	def := mockengine.DefaultConfig()
+	return &cli.Command{
+		Name:  "mock-engine",
+		Usage: "run one protocol-exact mock vLLM engine core that connects to a frontend",
+		Description: "Joins `switchyard serve --handshake-address tcp://H:P --data-parallel-size N` (or vLLM's own\n" +
+			"frontend) as rank --data-parallel-rank, and answers requests with deterministic tokens.\n" +
+			"SIGTERM/SIGINT: leaves like a stopped engine (no ENGINE_CORE_DEAD), exit 0.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "handshake-address", Value: def.HandshakeAddress,
+				Usage:   "the frontend's handshake endpoint, tcp://HOST:PORT (vLLM: --data-parallel-address HOST --data-parallel-rpc-port PORT)",
+				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
+			&cli.IntFlag{Name: "data-parallel-rank", Value: 0,
+				Usage: "this engine's rank; its ZeroMQ identity is the rank as two little-endian bytes"},
+			&cli.IntFlag{Name: "data-parallel-size", Value: def.DataParallelSize,
+				Usage: "total number of ranks"},
+			&cli.FloatFlag{Name: "step-ms", Value: durationMS(def.StepInterval),
+				Usage: "milliseconds per engine step (fractions allowed)"},
+			&cli.IntFlag{Name: "tokens-per-step", Value: def.TokensPerStep,
+				Usage: "tokens generated per running request per step"},
+			&cli.IntFlag{Name: "max-model-len", Value: def.MaxModelLen,
+				Usage: "context length reported at registration; longer requests finish with length"},
+			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
+				Usage: "requests stepped at once; the rest wait"},
+			&cli.IntFlag{Name: "die-after-steps", Category: "faults",
+				Usage: "after N steps send ENGINE_CORE_DEAD and exit 1 (an engine crash)"},
+			&cli.IntFlag{Name: "exit-after-steps", Category: "faults",
+				Usage: "after N steps drop every connection without a sentinel and exit 1 (a killed process)"},
+			&cli.IntFlag{Name: "stall-after-steps", Category: "faults",
+				Usage: "after N steps stop reading and stepping but keep the connections (a hung engine)"},
+			&cli.IntFlag{Name: "garbage-after-steps", Category: "faults",
+				Usage: "after N steps send an undecodable output message"},
+			&cli.BoolFlag{Name: "skip-registration", Category: "faults",
+				Usage: "never register on the input socket (handshake stalls)"},
+			&cli.BoolFlag{Name: "skip-ready", Category: "faults",
+				Usage: "never send the handshake READY"},
+			&cli.BoolFlag{Name: "empty-registration", Category: "faults",
+				Usage: "register with an empty frame, as old vLLM engines do"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			log := newLogger(cmd, os.Stderr)
+			cfg := mockengine.DefaultConfig()
+			cfg.HandshakeAddress = cmd.String("handshake-address")
+			cfg.Rank = cmd.Int("data-parallel-rank")
+			cfg.DataParallelSize = cmd.Int("data-parallel-size")
+			cfg.StepInterval = msDuration(cmd.Float("step-ms"))
+			cfg.TokensPerStep = cmd.Int("tokens-per-step")
+			cfg.MaxModelLen = cmd.Int("max-model-len")
+			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
+			cfg.Faults = mockengine.Faults{
+				DieAfterSteps:     cmd.Int("die-after-steps"),
+				ExitAfterSteps:    cmd.Int("exit-after-steps"),
+				StallAfterSteps:   cmd.Int("stall-after-steps"),
+				GarbageAfterSteps: cmd.Int("garbage-after-steps"),
+				SkipRegistration:  cmd.Bool("skip-registration"),
+				SkipReady:         cmd.Bool("skip-ready"),
+				EmptyRegistration: cmd.Bool("empty-registration"),
+			}
+			cfg.Logger = log
+			log.Info("mock engine starting", "handshake_address", cfg.HandshakeAddress, "rank", cfg.Rank,
+				"data_parallel_size", cfg.DataParallelSize, "step", cfg.StepInterval, "tokens_per_step", cfg.TokensPerStep)
+			if err := mockengine.Run(ctx, cfg); err != nil {
+				return err
+			}
+			log.Info("mock engine stopped")
+			return nil
+		},
+	}
+}
+
+// msDuration converts a --step-ms value.
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// durationMS is the flag default of a duration.
+func durationMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

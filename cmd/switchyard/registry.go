@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v3"
+
+	"github.com/switchyard-llm/switchyard/bootstrap"
+)
+
+// registryCommand is `switchyard registry`: the KV-transfer bootstrap registry alone,
+// for deployments that run it apart from the frontend.
+func registryCommand() *cli.Command {
+	def := bootstrap.DefaultConfig()
+	return &cli.Command{
+		Name:  "registry",
+		Usage: "run the KV-transfer bootstrap registry alone (vLLM Mooncake connector compatible)",
+		Description: "Point vLLM's Mooncake connector at it with\n" +
+			"  --kv-transfer-config '{..., \"kv_connector_extra_config\": {\"bootstrap_server_address\": \"HOST:PORT\"}}'.\n" +
+			"Serves POST /register, GET /query (vLLM's API), the /v2 admin API and /metrics.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "address", Value: def.Address,
+				Usage:   "HOST:PORT to listen on (vLLM's default bootstrap port is 8998)",
+				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_ADDRESS")},
+			&cli.StringFlag{Name: "token",
+				Usage:   "bearer token required by the mutating admin endpoints (DELETE, drain); /register stays open because vLLM cannot send one",
+				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_TOKEN")},
+			&cli.StringFlag{Name: "snapshot",
+				Usage:   "JSON file the registry is saved to on every change and loaded from at start, so a restart keeps entries vLLM will not re-register",
+				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_SNAPSHOT")},
+		},
+		Action: runRegistry,
+	}
+}
+
+func runRegistry(ctx context.Context, cmd *cli.Command) error {
+	log := newLogger(cmd, os.Stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg := bootstrap.DefaultConfig()
+	cfg.Address = cmd.String("address")
+	cfg.Token = cmd.String("token")
+	cfg.SnapshotPath = cmd.String("snapshot")
+	cfg.Logger = log
+	cfg.Registerer = reg
+	srv, err := bootstrap.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	// Serve returns nil after ctx (SIGTERM/SIGINT) ends and it has shut down.
+	if err := srv.Serve(ctx); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

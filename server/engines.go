@@ -1,0 +1,96 @@
+package server
+
+import (
+	"encoding/hex"
+	"sort"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/frontend"
+)
+
+// EngineView is one rank as GET /v1/engines shows it: the frontend's handshake view
+// merged with the dispatcher's load view.
+type EngineView struct {
+	Rank         int        `json:"rank"`
+	Identity     string     `json:"identity"` // the 2-byte ZeroMQ identity, hex ("0100" = rank 1)
+	State        string     `json:"state"`    // connecting, ready, dead, stuck
+	Ready        bool       `json:"ready"`    // routable now
+	Since        *time.Time `json:"since,omitempty"`
+	Generation   int        `json:"generation"` // bumped on every rejoin
+	InFlight     int64      `json:"in_flight"`
+	Waiting      int64      `json:"waiting"`
+	Running      int64      `json:"running"`
+	KVCacheUsage float64    `json:"kv_cache_usage"`
+	LastOutput   *time.Time `json:"last_output_time"` // null before the first output
+	Cause        string     `json:"cause,omitempty"`  // why it is dead or stuck
+	MaxModelLen  *int64     `json:"max_model_len,omitempty"`
+	VLLMVersion  string     `json:"vllm_version,omitempty"`
+}
+
+// mergeEngines joins both views by rank; a rank known to only one side still shows.
+func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []EngineView {
+	byRank := make(map[int]*EngineView, len(fe))
+	var out []*EngineView
+	get := func(rank int) *EngineView {
+		if v := byRank[rank]; v != nil {
+			return v
+		}
+		v := &EngineView{Rank: rank, Identity: hex.EncodeToString([]byte{byte(rank), byte(rank >> 8)}), State: "connecting"}
+		byRank[rank] = v
+		out = append(out, v)
+		return v
+	}
+	for _, e := range fe {
+		v := get(e.Rank)
+		v.Identity = hex.EncodeToString(e.Identity[:])
+		v.State = e.State.String()
+		v.Ready = e.State == frontend.Ready
+		v.Generation = e.Generation
+		v.Cause = e.Cause
+		if !e.Since.IsZero() {
+			t := e.Since.UTC()
+			v.Since = &t
+		}
+		if !e.LastOutput.IsZero() {
+			t := e.LastOutput.UTC()
+			v.LastOutput = &t
+		}
+		if e.Ready.MaxModelLen.Valid {
+			n := e.Ready.MaxModelLen.Value
+			v.MaxModelLen = &n
+		}
+		if e.Ready.VLLMVersion.Valid {
+			v.VLLMVersion = e.Ready.VLLMVersion.Value
+		}
+	}
+	for _, st := range ds {
+		_, seen := byRank[st.Rank]
+		v := get(st.Rank)
+		if !seen { // only the dispatcher knows it (no frontend, as in tests)
+			v.Ready = st.State == dispatcher.EngineStateUp
+			v.State = map[bool]string{true: "ready", false: "dead"}[v.Ready]
+		}
+		v.InFlight, v.Waiting, v.Running, v.KVCacheUsage = st.InFlight, st.Waiting, st.Running, st.KVCacheUsage
+		if v.LastOutput == nil && !st.LastOutput.IsZero() {
+			t := st.LastOutput.UTC()
+			v.LastOutput = &t
+		}
+		if st.State != dispatcher.EngineStateUp {
+			// The dispatcher stops routing to a rank first; do not call it ready.
+			v.Ready = false
+			if v.State == "ready" {
+				v.State = "dead"
+			}
+			if v.Cause == "" {
+				v.Cause = st.Cause
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	views := make([]EngineView, len(out))
+	for i, v := range out {
+		views[i] = *v
+	}
+	return views
+}

@@ -1,0 +1,324 @@
+package server
+
+// The HTTP API. Handlers are thin: decode (openai.go), call the dispatcher, encode
+// (response.go). The completions handler passes r.Context() to Submit, so a client
+// that disconnects has its requests aborted at the engines.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// RankHeader pins a request to a data-parallel rank, as vLLM's API server does.
+const RankHeader = "X-data-parallel-rank"
+
+// API serves the HTTP endpoints. Its fields are set once by NewAPI.
+type API struct {
+	d        *dispatcher.Dispatcher
+	engines  func() []EngineView
+	eos      wire.OptInt
+	maxBody  int64
+	log      *slog.Logger
+	metrics  *httpMetrics
+	gatherer prometheus.Gatherer
+	now      func() time.Time
+	// stopping is closed when shutdown begins: the drain reason names it.
+	shutdownReason func() error
+}
+
+// APIConfig configures NewAPI.
+type APIConfig struct {
+	Dispatcher *dispatcher.Dispatcher
+	// Engines lists the engines for /v1/engines and /health.
+	Engines    func() []EngineView
+	EOSTokenID wire.OptInt
+	// MaxBodyBytes caps a request body; 0 = 32 MiB.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	Gatherer     prometheus.Gatherer // served on /metrics; nil = 404
+	// ShutdownReason, when it returns non-nil, is the reason given to requests that
+	// are refused or cut short because switchyard is shutting down.
+	ShutdownReason func() error
+	Now            func() time.Time
+}
+
+// NewAPI builds the handlers.
+func NewAPI(cfg APIConfig) *API {
+	a := &API{
+		d: cfg.Dispatcher, engines: cfg.Engines, eos: cfg.EOSTokenID, maxBody: cfg.MaxBodyBytes,
+		log: cfg.Logger, gatherer: cfg.Gatherer, now: cfg.Now, shutdownReason: cfg.ShutdownReason,
+	}
+	if a.maxBody <= 0 {
+		a.maxBody = defaultMaxBodyLen
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.shutdownReason == nil {
+		a.shutdownReason = func() error { return nil }
+	}
+	a.metrics = newHTTPMetrics(cfg.Registerer)
+	return a
+}
+
+// Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/completions", a.metrics.wrap("completions", http.HandlerFunc(a.completions)))
+	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
+	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
+	if a.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: TypeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *APIError) { writeJSON(w, e.Status, e.body()) }
+
+// health is 200 when at least one engine is ready, else 503.
+func (a *API) health(w http.ResponseWriter, _ *http.Request) {
+	ready := 0
+	for _, e := range a.engines() {
+		if e.Ready {
+			ready++
+		}
+	}
+	if ready == 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "ready_engines": 0})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "ready_engines": ready})
+}
+
+func (a *API) listEngines(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"engines": a.engines()})
+}
+
+// newID returns "cmpl-" and 32 random hex digits: the user-visible id, and the stem
+// of the engine request ids, which must be unique among live requests.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "cmpl-" + hex.EncodeToString(b[:])
+}
+
+// parseCompletion reads, decodes and validates one body; the result is ready to send.
+func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*CompletionRequest, [][]int64, Translate, *APIError) {
+	var t Translate
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, t, &APIError{Status: http.StatusRequestEntityTooLarge, Type: TypeBadRequest, Message: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)}
+		}
+		return nil, nil, t, badRequest("", "reading request body: %v", err)
+	}
+	req, err := ParseCompletion(body)
+	if err != nil {
+		return nil, nil, t, err.(*APIError)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, nil, t, err.(*APIError)
+	}
+	prompts, err := req.Prompts()
+	if err != nil {
+		return nil, nil, t, err.(*APIError)
+	}
+	if len(prompts)*int(req.Choices()) > MaxChoices {
+		return nil, nil, t, badRequest("n", "n times the number of prompts is %d, more than the limit of %d", len(prompts)*int(req.Choices()), MaxChoices)
+	}
+	if h := strings.TrimSpace(r.Header.Get(RankHeader)); h != "" {
+		rank, err := strconv.ParseInt(h, 10, 32)
+		if err != nil || rank < 0 {
+			return nil, nil, t, badRequest(RankHeader, "%s must be a non-negative integer, got %q", RankHeader, h)
+		}
+		t.Rank = wire.SomeInt(rank)
+	}
+	t.BaseID = newID()
+	if req.RequestID != "" {
+		// vLLM lets the client choose the visible id; the engine ids stay ours, so
+		// two clients choosing the same id cannot collide at an engine.
+		t.BaseID = req.RequestID + "-" + t.BaseID[len("cmpl-"):]
+	}
+	t.EOSTokenID = a.eos
+	now := a.now()
+	t.ArrivalTime = float64(now.UnixNano()) / 1e9
+	return req, prompts, t, nil
+}
+
+// submitError maps a refused Submit to its HTTP answer.
+func (a *API) submitError(err error) *APIError {
+	var bad *dispatcher.InvalidDataParallelRank
+	var dup *dispatcher.DuplicateRequestId
+	var inv *wire.ValidationError
+	switch {
+	case errors.As(err, &inv):
+		return badRequest(strings.TrimPrefix(inv.Field, "sampling_params."), "%s: %s", strings.TrimPrefix(inv.Field, "sampling_params."), inv.Msg)
+	case errors.As(err, &bad):
+		return InvalidRankError(bad.Rank, bad.ConnectedRanks)
+	case errors.As(err, &dup):
+		return &APIError{Status: http.StatusBadRequest, Type: TypeDuplicateRequestID, Param: "request_id", Message: err.Error()}
+	case errors.Is(err, dispatcher.ErrDraining), errors.Is(err, dispatcher.ErrClosed):
+		msg := "switchyard is shutting down and accepts no new requests"
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Message: msg}
+	case errors.Is(err, dispatcher.ErrNoEngines):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Message: "no engine is connected and ready"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &APIError{Status: 499, Type: TypeBadRequest, Message: "client went away"}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Type: TypeInternal, Message: err.Error()}
+}
+
+// failure maps a request that ended without a normal final output.
+func (a *API) failure(err error) *APIError {
+	if errors.Is(err, dispatcher.ErrClosed) {
+		msg := "request aborted: switchyard shut down before it finished"
+		if reason := a.shutdownReason(); reason != nil {
+			msg = "request aborted: " + reason.Error()
+		}
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Message: msg}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Type: TypeInternal, Message: err.Error()}
+}
+
+// completions serves POST /v1/completions.
+func (a *API) completions(w http.ResponseWriter, r *http.Request) {
+	req, prompts, t, apiErr := a.parseCompletion(w, r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	ereqs := req.EngineRequests(prompts, t)
+	for _, er := range ereqs {
+		// Our own checks should have caught everything; this is the engine's rule
+		// book, and a value it rejects would kill its input thread.
+		if err := er.Validate(); err != nil {
+			writeError(w, a.submitError(err))
+			return
+		}
+	}
+	// The streams' context is the client's: a client that disconnects aborts them.
+	ctx := r.Context()
+	streams := make([]*dispatcher.Stream, 0, len(ereqs))
+	defer func() {
+		for _, s := range streams {
+			s.Close() // no-op for finished requests; aborts the rest on early return
+		}
+	}()
+	for _, er := range ereqs {
+		s, err := a.d.Submit(ctx, er)
+		if err != nil {
+			writeError(w, a.submitError(err))
+			return
+		}
+		streams = append(streams, s)
+	}
+	if len(streams) > 0 {
+		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
+	}
+	c := newCompletion(t.BaseID, req.Model, a.now().Unix(), prompts, int(req.Choices()))
+	events := newFanIn(ctx, streams)
+	if req.Stream {
+		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	for !c.done() {
+		ev, err := events.next(ctx)
+		if err != nil {
+			return // the client left; the deferred Close aborts what is live
+		}
+		switch {
+		case ev.err != nil:
+			writeError(w, a.failure(ev.err))
+			return
+		case ev.out.Finished() || len(ev.out.TokenIDs) > 0:
+			c.add(ev.choice, toWire(&ev.out))
+		}
+	}
+	writeJSON(w, http.StatusOK, c.response())
+}
+
+// stream answers with server-sent events: one chunk per engine step per choice, a
+// final usage chunk when asked for, then "data: [DONE]".
+func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, events *fanIn, includeUsage bool) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	buf := make([]byte, 0, 512)
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		buf = append(append(append(buf[:0], "data: "...), b...), "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for !c.done() {
+		ev, err := events.next(ctx)
+		if err != nil {
+			return
+		}
+		if ev.err != nil {
+			// The choice ends here; the client learns why, and the other choices go on.
+			apiErr := a.failure(ev.err)
+			reason := wire.FinishError
+			if apiErr.Status == http.StatusServiceUnavailable {
+				reason = wire.FinishAbort
+			}
+			if !send(c.chunk([]Choice{c.fail(ev.choice, reason)}, nil)) || !send(apiErr.body()) {
+				return
+			}
+			continue
+		}
+		if !ev.out.Finished() && len(ev.out.TokenIDs) == 0 {
+			continue
+		}
+		if !send(c.chunk([]Choice{c.add(ev.choice, toWire(&ev.out))}, nil)) {
+			return // write failed: the client left; deferred Close aborts the rest
+		}
+	}
+	if includeUsage && !send(c.chunk(nil, c.totals())) {
+		return
+	}
+	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err == nil {
+		_ = rc.Flush()
+	}
+}
+
+// toWire views a dispatcher output as the engine's, for the accumulator.
+func toWire(o *dispatcher.Output) *wire.EngineCoreOutput {
+	return &wire.EngineCoreOutput{NewTokenIDs: o.TokenIDs, FinishReason: o.Finish, StopReason: o.StopReason}
+}

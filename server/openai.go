@@ -1,0 +1,403 @@
+package server
+
+// The OpenAI/vLLM completions vocabulary and its translation into engine-core requests.
+// Everything here is pure (no IO, no clock, no randomness: ids and time come in), so
+// the rules that decide what reaches an engine are table-tested without sockets.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// Limits on one HTTP completion. They bound the fan-out one body can cause: vLLM has no
+// cap on n, but every choice is a separate engine request here.
+const (
+	MaxChoices        = 128     // n times the number of prompts
+	MaxPromptTokens   = 1 << 20 // tokens in one prompt
+	DefaultMaxTokens  = 16      // OpenAI's and vLLM's completions default
+	defaultMaxBodyLen = 32 << 20
+)
+
+// CompletionRequest is the body of POST /v1/completions. Pointer fields distinguish
+// "absent" from zero. Unknown fields are ignored, as vLLM's pydantic models do, so
+// stock OpenAI clients that send extras keep working.
+type CompletionRequest struct {
+	Model             string          `json:"model"`
+	Prompt            json.RawMessage `json:"prompt"`
+	MaxTokens         *int64          `json:"max_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int64          `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	Seed              *int64          `json:"seed"`
+	StopTokenIDs      []int64         `json:"stop_token_ids"`
+	IgnoreEOS         bool            `json:"ignore_eos"`
+	MinTokens         int64           `json:"min_tokens"`
+	Priority          int64           `json:"priority"`
+	Stream            bool            `json:"stream"`
+	StreamOptions     *StreamOptions  `json:"stream_options"`
+	N                 *int64          `json:"n"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	CacheSalt         *string         `json:"cache_salt"`
+	RequestID         string          `json:"request_id"` // vLLM extra: the user-visible id
+
+	// Fields switchyard cannot honour because it never sees text; a request that sets
+	// them gets a 400 naming the field rather than a silently different answer.
+	Stop     json.RawMessage `json:"stop"`
+	Echo     bool            `json:"echo"`
+	Logprobs *int64          `json:"logprobs"`
+	BestOf   *int64          `json:"best_of"`
+	Suffix   *string         `json:"suffix"`
+}
+
+// StreamOptions is OpenAI's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// APIError is an error answered in the OpenAI/vLLM shape
+// {"error": {"message", "type", "param", "code"}}; Code is the HTTP status.
+type APIError struct {
+	Status  int
+	Type    string
+	Message string
+	Param   string // the offending field; empty = null
+	// ConnectedRanks is set for InvalidDataParallelRank only.
+	ConnectedRanks []int
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Error types (vLLM's names for the HTTP classes, plus the Rust frontend's typed one).
+const (
+	TypeBadRequest              = "BadRequestError"
+	TypeNotFound                = "NotFoundError"
+	TypeServiceUnavailable      = "ServiceUnavailableError"
+	TypeInternal                = "InternalServerError"
+	TypeInvalidDataParallelRank = "InvalidDataParallelRank"
+	TypeDuplicateRequestID      = "DuplicateRequestId"
+)
+
+func badRequest(param, format string, args ...any) *APIError {
+	return &APIError{Status: 400, Type: TypeBadRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidRankError builds the 400 for a rank that is not connected, with vLLM-Rust's
+// exact message.
+func InvalidRankError(rank int, connected []int) *APIError {
+	if connected == nil {
+		connected = []int{}
+	}
+	return &APIError{
+		Status:         400,
+		Type:           TypeInvalidDataParallelRank,
+		Param:          "X-data-parallel-rank",
+		Message:        fmt.Sprintf("data parallel rank %d is not connected to this frontend; connected ranks: %s", rank, formatRanks(connected)),
+		ConnectedRanks: connected,
+	}
+}
+
+// formatRanks prints [0, 1] as Python and Rust's Debug formatting do.
+func formatRanks(ranks []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, r := range ranks {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// errorBody is the JSON shape of an APIError.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message        string  `json:"message"`
+	Type           string  `json:"type"`
+	Param          *string `json:"param"`
+	Code           int     `json:"code"`
+	ConnectedRanks []int   `json:"connected_ranks,omitzero"` // [] is kept: no rank connected
+}
+
+func (e *APIError) body() errorBody {
+	d := errorDetail{Message: e.Message, Type: e.Type, Code: e.Status, ConnectedRanks: e.ConnectedRanks}
+	if e.Param != "" {
+		p := e.Param
+		d.Param = &p
+	}
+	return errorBody{Error: d}
+}
+
+// ParseCompletion decodes a request body. It names the field at fault for a value of
+// the wrong JSON type and refuses trailing garbage.
+func ParseCompletion(body []byte) (*CompletionRequest, error) {
+	var req CompletionRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("", "invalid JSON body: unexpected data after the top-level object")
+	}
+	return &req, nil
+}
+
+func jsonError(err error) *APIError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return badRequest(te.Field, "%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+	}
+	if errors.Is(err, io.EOF) {
+		return badRequest("", "invalid JSON body: empty body")
+	}
+	return badRequest("", "invalid JSON body: %v", err)
+}
+
+// Prompts decodes the prompt field: a list of token ids, or a list of such lists.
+// Strings are refused: switchyard forwards token ids, as vLLM run with
+// --skip-tokenizer-init does.
+func (r *CompletionRequest) Prompts() ([][]int64, error) {
+	raw := bytes.TrimSpace(r.Prompt)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, badRequest("prompt", "prompt is required: a list of token ids or a list of such lists")
+	}
+	if raw[0] == '"' {
+		return nil, badRequest("prompt", "prompt must be token ids (a list of integers or a list of such lists); switchyard does not tokenize text")
+	}
+	var flat []int64
+	if err := json.Unmarshal(raw, &flat); err == nil {
+		if err := checkPrompt(flat, "prompt"); err != nil {
+			return nil, err
+		}
+		return [][]int64{flat}, nil
+	}
+	var nested [][]int64
+	if err := json.Unmarshal(raw, &nested); err != nil {
+		return nil, badRequest("prompt", "prompt must be a list of non-negative integer token ids or a list of such lists")
+	}
+	if len(nested) == 0 {
+		return nil, badRequest("prompt", "prompt must not be empty")
+	}
+	for i, p := range nested {
+		if err := checkPrompt(p, fmt.Sprintf("prompt[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	return nested, nil
+}
+
+func checkPrompt(p []int64, where string) error {
+	if len(p) == 0 {
+		return badRequest("prompt", "%s must not be empty", where)
+	}
+	if len(p) > MaxPromptTokens {
+		return badRequest("prompt", "%s has %d tokens, more than the limit of %d", where, len(p), MaxPromptTokens)
+	}
+	for i, t := range p {
+		if t < 0 {
+			return badRequest("prompt", "%s[%d]: token id %d is negative", where, i, t)
+		}
+	}
+	return nil
+}
+
+// Choices returns n (default 1).
+func (r *CompletionRequest) Choices() int64 {
+	if r.N == nil {
+		return 1
+	}
+	return *r.N
+}
+
+// Validate checks every field against vLLM's SamplingParams rules and switchyard's
+// limits, naming the field at fault. It does not look at the prompt (see Prompts).
+func (r *CompletionRequest) Validate() error {
+	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
+		return badRequest("n", "n must be between 1 and %d, got %d", MaxChoices, *r.N)
+	}
+	if r.MaxTokens != nil && *r.MaxTokens < 1 {
+		return badRequest("max_tokens", "max_tokens must be at least 1, got %d", *r.MaxTokens)
+	}
+	maxTokens := r.maxTokens()
+	if r.MinTokens < 0 {
+		return badRequest("min_tokens", "min_tokens must be greater than or equal to 0, got %d", r.MinTokens)
+	}
+	if r.MinTokens > maxTokens {
+		return badRequest("min_tokens", "min_tokens must be less than or equal to max_tokens=%d, got %d", maxTokens, r.MinTokens)
+	}
+	if err := floatIn("temperature", r.Temperature, 0, 2, true, true); err != nil {
+		return err
+	}
+	if r.TopP != nil && !(*r.TopP > 0 && *r.TopP <= 1) {
+		return badRequest("top_p", "top_p must be in (0, 1], got %v", *r.TopP)
+	}
+	if r.TopK != nil && *r.TopK < -1 {
+		return badRequest("top_k", "top_k must be -1 (disable), 0 (disable) or at least 1, got %d", *r.TopK)
+	}
+	if err := floatIn("min_p", r.MinP, 0, 1, true, true); err != nil {
+		return err
+	}
+	if err := floatIn("presence_penalty", r.PresencePenalty, -2, 2, true, true); err != nil {
+		return err
+	}
+	if err := floatIn("frequency_penalty", r.FrequencyPenalty, -2, 2, true, true); err != nil {
+		return err
+	}
+	if r.RepetitionPenalty != nil && !(*r.RepetitionPenalty > 0) || r.RepetitionPenalty != nil && math.IsInf(*r.RepetitionPenalty, 0) {
+		return badRequest("repetition_penalty", "repetition_penalty must be greater than 0, got %v", *r.RepetitionPenalty)
+	}
+	for i, t := range r.StopTokenIDs {
+		if t < 0 {
+			return badRequest("stop_token_ids", "stop_token_ids[%d]: token id %d is negative", i, t)
+		}
+	}
+	if r.StreamOptions != nil && !r.Stream {
+		return badRequest("stream_options", "stream_options is only allowed when stream is true")
+	}
+	return r.refuseUnsupported()
+}
+
+// refuseUnsupported rejects the OpenAI fields that need text or log-probabilities.
+func (r *CompletionRequest) refuseUnsupported() error {
+	if stop := bytes.TrimSpace(r.Stop); len(stop) > 0 && !bytes.Equal(stop, []byte("null")) &&
+		!bytes.Equal(stop, []byte("[]")) && !bytes.Equal(stop, []byte(`""`)) {
+		return badRequest("stop", "stop strings are not supported (switchyard does not detokenize); use stop_token_ids")
+	}
+	if r.Echo {
+		return badRequest("echo", "echo is not supported")
+	}
+	if r.Logprobs != nil {
+		return badRequest("logprobs", "logprobs is not supported")
+	}
+	if r.BestOf != nil && *r.BestOf != r.Choices() {
+		return badRequest("best_of", "best_of is not supported (it must equal n)")
+	}
+	if r.Suffix != nil && *r.Suffix != "" {
+		return badRequest("suffix", "suffix is not supported")
+	}
+	return nil
+}
+
+func floatIn(name string, v *float64, lo, hi float64, loIncl, hiIncl bool) error {
+	if v == nil {
+		return nil
+	}
+	x := *v
+	ok := !math.IsNaN(x) && (x > lo || loIncl && x == lo) && (x < hi || hiIncl && x == hi)
+	if !ok {
+		return badRequest(name, "%s must be in [%v, %v], got %v", name, lo, hi, x)
+	}
+	return nil
+}
+
+func (r *CompletionRequest) maxTokens() int64 {
+	if r.MaxTokens == nil {
+		return DefaultMaxTokens
+	}
+	return *r.MaxTokens
+}
+
+// Translate holds what the engine requests need beyond the body.
+type Translate struct {
+	// BaseID is the user-visible completion id ("cmpl-<random>"); engine request i is
+	// BaseID-i, unique among live requests because BaseID is random.
+	BaseID string
+	// EOSTokenID is the model's primary EOS (serve --eos-token-id); unset means the
+	// engines stop on max_tokens and stop_token_ids only.
+	EOSTokenID wire.OptInt
+	// Rank is the X-data-parallel-rank pin, if any.
+	Rank wire.OptInt
+	// ArrivalTime is the frontend wall clock in seconds since the epoch.
+	ArrivalTime float64
+}
+
+// EngineRequests turns a validated body into one engine request per choice: prompt
+// major, then n (vLLM's choice order), each with n=1 because fanning out is the
+// frontend's job.
+func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) []*wire.EngineCoreRequest {
+	n := int(r.Choices())
+	out := make([]*wire.EngineCoreRequest, 0, len(prompts)*n)
+	for _, p := range prompts {
+		for range n {
+			i := len(out)
+			params := r.samplingParams(t.EOSTokenID)
+			params.Normalize()
+			out = append(out, &wire.EngineCoreRequest{
+				RequestID:        t.BaseID + "-" + strconv.Itoa(i),
+				PromptTokenIDs:   p,
+				Sampling:         &params,
+				ArrivalTime:      t.ArrivalTime,
+				DataParallelRank: t.Rank,
+				CacheSalt:        optString(r.CacheSalt),
+				Priority:         r.Priority,
+				ExternalReqID:    wire.SomeString(t.BaseID),
+			})
+		}
+	}
+	return out
+}
+
+func optString(s *string) wire.OptString {
+	if s == nil {
+		return wire.OptString{}
+	}
+	return wire.SomeString(*s)
+}
+
+// samplingParams fills SamplingParams as vLLM's Python frontend would before sending:
+// defaults, the user's knobs, max_tokens always set, the EOS from the model config.
+func (r *CompletionRequest) samplingParams(eos wire.OptInt) wire.SamplingParams {
+	sp := wire.DefaultSamplingParams()
+	sp.N = 1
+	sp.MaxTokens = wire.SomeInt(r.maxTokens())
+	sp.MinTokens = r.MinTokens
+	sp.IgnoreEOS = r.IgnoreEOS
+	if r.StopTokenIDs != nil {
+		sp.StopTokenIDs = append([]int64{}, r.StopTokenIDs...)
+	}
+	setF := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setF(&sp.Temperature, r.Temperature)
+	setF(&sp.TopP, r.TopP)
+	setF(&sp.MinP, r.MinP)
+	setF(&sp.PresencePenalty, r.PresencePenalty)
+	setF(&sp.FrequencyPenalty, r.FrequencyPenalty)
+	setF(&sp.RepetitionPenalty, r.RepetitionPenalty)
+	if r.TopK != nil {
+		sp.TopK = *r.TopK
+	}
+	if r.Seed != nil {
+		sp.Seed = wire.SomeInt(*r.Seed)
+	}
+	// The engine streams per-step deltas whatever output_kind says; we accumulate
+	// ourselves, so ask for what we do with them. We never see text, so no
+	// detokenization is asked for (vLLM with --skip-tokenizer-init does the same).
+	sp.OutputKind = 1 // DELTA
+	sp.Detokenize = false
+	if eos.Valid {
+		sp.SetEOS(eos)
+	} else {
+		// No EOS is known, so there is none to stop on: say so explicitly, as the
+		// engine-side check requires either an EOS or ignore_eos.
+		sp.IgnoreEOS = true
+	}
+	return sp
+}

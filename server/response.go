@@ -1,0 +1,129 @@
+package server
+
+// The response side of /v1/completions: the JSON shapes and the pure accumulator that
+// turns engine outputs into choices and usage. Handlers feed it; it does no IO.
+
+import (
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// CompletionResponse is the non-streaming answer and, with one choice and no usage,
+// each streaming chunk (object "text_completion" in both, as vLLM does).
+type CompletionResponse struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   *Usage   `json:"usage,omitempty"`
+}
+
+// Choice is one completion choice. Text is always empty: switchyard is token-in,
+// token-out, like vLLM with --skip-tokenizer-init.
+type Choice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	TokenIDs     []int64 `json:"token_ids"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	StopReason   any     `json:"stop_reason"`
+}
+
+// Usage counts tokens the vLLM way: each prompt once (not once per n), every
+// generated token of every choice.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// completion accumulates the outputs of one HTTP completion's engine requests.
+// Not safe for concurrent use: the handler goroutine owns it.
+type completion struct {
+	id      string
+	model   string
+	created int64
+	choices []Choice
+	usage   Usage
+	open    int // choices not finished yet
+}
+
+func newCompletion(id, model string, created int64, prompts [][]int64, n int) *completion {
+	c := &completion{id: id, model: model, created: created, choices: make([]Choice, len(prompts)*n)}
+	for i := range c.choices {
+		c.choices[i] = Choice{Index: i, TokenIDs: []int64{}}
+	}
+	for _, p := range prompts {
+		c.usage.PromptTokens += len(p)
+	}
+	c.open = len(c.choices)
+	return c
+}
+
+// add folds one engine output of choice i into the totals and returns the
+// streaming chunk's choice for it (the delta).
+func (c *completion) add(i int, out *wire.EngineCoreOutput) Choice {
+	ch := &c.choices[i]
+	ch.TokenIDs = append(ch.TokenIDs, out.NewTokenIDs...)
+	c.usage.CompletionTokens += len(out.NewTokenIDs)
+	delta := Choice{Index: i, TokenIDs: out.NewTokenIDs}
+	if delta.TokenIDs == nil {
+		delta.TokenIDs = []int64{}
+	}
+	if out.Finished() && ch.FinishReason == nil {
+		fr := out.FinishReason.String()
+		ch.FinishReason = &fr
+		ch.StopReason = stopReason(out.StopReason)
+		delta.FinishReason, delta.StopReason = ch.FinishReason, ch.StopReason
+		c.open--
+	}
+	return delta
+}
+
+// fail finishes choice i with reason (abort or error) if it is still open.
+func (c *completion) fail(i int, reason wire.FinishReason) Choice {
+	ch := &c.choices[i]
+	if ch.FinishReason == nil {
+		fr := reason.String()
+		ch.FinishReason = &fr
+		c.open--
+	}
+	return Choice{Index: i, TokenIDs: []int64{}, FinishReason: ch.FinishReason}
+}
+
+func (c *completion) done() bool { return c.open == 0 }
+
+func (c *completion) totals() *Usage {
+	u := c.usage
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return &u
+}
+
+// response is the non-streaming body.
+func (c *completion) response() *CompletionResponse {
+	return &CompletionResponse{
+		ID: c.id, Object: "text_completion", Created: c.created, Model: c.model,
+		Choices: c.choices, Usage: c.totals(),
+	}
+}
+
+// chunk wraps streaming choices (or, with usage, the final usage-only chunk).
+func (c *completion) chunk(choices []Choice, usage *Usage) *CompletionResponse {
+	if choices == nil {
+		choices = []Choice{}
+	}
+	return &CompletionResponse{
+		ID: c.id, Object: "text_completion", Created: c.created, Model: c.model,
+		Choices: choices, Usage: usage,
+	}
+}
+
+func stopReason(s wire.StopReason) any {
+	switch s.Kind {
+	case wire.StopReasonToken:
+		return s.Token
+	case wire.StopReasonText:
+		return s.Text
+	}
+	return nil
+}

@@ -1,0 +1,419 @@
+package server
+
+// Start wires the components of `switchyard serve` in dependency order and Shutdown
+// takes them down in reverse: coordinator, dispatcher, frontend (+ built-in mock
+// engines), bootstrap registry, client protocol, HTTP. Both are callable in-process,
+// which is how the tests run a whole server without the binary.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-llm/switchyard/bootstrap"
+	"github.com/switchyard-llm/switchyard/coordinator"
+	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// Server is a running `switchyard serve`.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	node    *coordinator.Node // nil with one rank
+	d       *dispatcher.Dispatcher
+	fe      *frontend.Frontend
+	boot    *bootstrap.Server
+	clients *ClientServer
+	http    *http.Server
+	httpLn  net.Listener
+
+	mocks     sync.WaitGroup
+	stopMocks context.CancelFunc
+	stopBoot  context.CancelFunc
+	bootDone  chan error
+
+	shutdownReason atomic.Pointer[error]
+	done           chan struct{} // closed when a component fails on its own
+	failOnce       sync.Once
+	err            error
+	shutOnce       sync.Once
+	shutErr        error
+}
+
+// Start validates cfg, binds every socket and starts every component. ctx bounds
+// the start only (the mock engines' handshakes included); the server runs until
+// Shutdown.
+func Start(ctx context.Context, cfg Config) (s *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}}
+	defer func() {
+		if err != nil {
+			s.teardown()
+		}
+	}()
+	reg := cfg.Registry
+	ranks := cfg.Ranks()
+
+	// The coordinator feeds load to the dispatcher and the dispatcher stamps waves
+	// from the coordinator; loads is the forward reference that breaks the cycle.
+	loads := &loadForward{}
+	if ranks > 1 {
+		ccfg := coordinator.DefaultConfig()
+		ccfg.Engines = ranks
+		ccfg.EnableWaves = cfg.EnableWaves
+		ccfg.PublishAddress = cfg.CoordinatorPublishAddress
+		ccfg.Logger = cfg.Logger.With("component", "coordinator")
+		ccfg.Registerer = reg
+		if s.node, err = coordinator.NewNode(ccfg, loads); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		if err = s.node.Start(ctx); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+	}
+
+	sender := &frontendSender{}
+	dcfg := dispatcher.DefaultConfig()
+	dcfg.Policy = cfg.LBPolicy
+	dcfg.Logger = cfg.Logger.With("component", "dispatcher")
+	dcfg.Registerer = reg
+	if s.node != nil && cfg.EnableWaves {
+		dcfg.Waves = s.node
+	}
+	if s.d, err = dispatcher.New(dcfg, sender); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	loads.d.Store(s.d)
+
+	events := &engineEvents{d: s.d, node: s.node}
+	fcfg := frontend.DefaultConfig()
+	if !cfg.Embedded() {
+		fcfg.HandshakeAddress = cfg.HandshakeAddress
+	}
+	fcfg.EngineTransport = cfg.EngineTransport
+	fcfg.DataParallelSize = ranks
+	if s.node != nil {
+		fcfg.CoordinatorInput, fcfg.CoordinatorOutput = s.node.InputAddress(), s.node.OutputAddress()
+	}
+	fcfg.Logger = cfg.Logger.With("component", "frontend")
+	fcfg.Registerer = reg
+	if s.fe, err = frontend.New(fcfg, events); err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	sender.f.Store(s.fe)
+	if err = s.fe.Start(ctx); err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+
+	if cfg.Embedded() {
+		if err = s.startMocks(ctx, ranks); err != nil {
+			return nil, err
+		}
+	} else {
+		s.log.Info("waiting for engines", "handshake_address", s.fe.HandshakeAddress(), "data_parallel_size", ranks,
+			"engine_command", fmt.Sprintf("vllm serve MODEL --headless --data-parallel-size %d --data-parallel-size-local 1 --data-parallel-start-rank R --data-parallel-address HOST --data-parallel-rpc-port PORT", ranks))
+	}
+
+	if cfg.BootstrapAddress != "" {
+		if err = s.startBootstrap(); err != nil {
+			return nil, err
+		}
+	}
+
+	reason := func() error {
+		if p := s.shutdownReason.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	if cfg.ClientAddress != "" {
+		s.clients, err = ListenClients(ctx, ClientConfig{
+			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, ShutdownReason: reason,
+			Logger: cfg.Logger.With("component", "clients"),
+		}, s.d)
+		if err != nil {
+			return nil, err
+		}
+		events.clients.Store(s.clients)
+		s.log.Info("client protocol listening", "address", s.clients.Addr())
+	}
+
+	api := NewAPI(APIConfig{
+		Dispatcher: s.d, Engines: s.Engines, EOSTokenID: cfg.EOSTokenID,
+		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,
+		ShutdownReason: reason,
+	})
+	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddress); err != nil {
+		return nil, fmt.Errorf("--http-address: %w", err)
+	}
+	s.http = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.fail(fmt.Errorf("http: %w", err))
+		}
+	}()
+	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", ranks, "lb_policy", cfg.LBPolicy,
+		"eos_token_id", eosAttr(cfg.EOSTokenID))
+	return s, nil
+}
+
+func eosAttr(e wire.OptInt) any {
+	if !e.Valid {
+		return "none (requests are sent with ignore_eos)"
+	}
+	return e.Value
+}
+
+// startMocks runs the embedded default: ranks mock engine cores in this process,
+// handshaking over loopback and talking over ipc like co-located vLLM engines.
+func (s *Server) startMocks(ctx context.Context, ranks int) error {
+	mctx, cancel := context.WithCancel(context.Background())
+	s.stopMocks = cancel
+	for rank := range ranks {
+		mcfg := mockengine.DefaultConfig()
+		mcfg.HandshakeAddress = s.fe.HandshakeAddress()
+		mcfg.Rank = rank
+		mcfg.DataParallelSize = ranks
+		mcfg.StepInterval = s.cfg.MockStep
+		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
+		s.mocks.Add(1)
+		go func() {
+			defer s.mocks.Done()
+			if err := mockengine.Run(mctx, mcfg); err != nil && mctx.Err() == nil {
+				s.log.Error("built-in mock engine stopped", "rank", rank, "err", err)
+			}
+		}()
+	}
+	s.log.Info("no --handshake-address: started built-in mock engines (the embedded default; point real engines at --handshake-address instead)",
+		"mock_engines", ranks, "step", s.cfg.MockStep, "tokens_per_step", s.cfg.MockTokensPerStep)
+	rctx, rcancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer rcancel()
+	if err := s.fe.WaitReady(rctx, ranks); err != nil {
+		return fmt.Errorf("built-in mock engines did not become ready: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) startBootstrap() error {
+	bcfg := bootstrap.DefaultConfig()
+	bcfg.Address = s.cfg.BootstrapAddress
+	bcfg.Logger = s.cfg.Logger.With("component", "bootstrap")
+	bcfg.Registerer = s.cfg.Registry
+	b, err := bootstrap.NewServer(bcfg)
+	if err != nil {
+		return fmt.Errorf("--bootstrap-address: %w", err)
+	}
+	if _, err := b.Listen(); err != nil {
+		return fmt.Errorf("--bootstrap-address: %w", err)
+	}
+	s.boot = b
+	bctx, cancel := context.WithCancel(context.Background())
+	s.stopBoot = cancel
+	s.bootDone = make(chan error, 1)
+	go func() {
+		err := b.Serve(bctx)
+		if err != nil && bctx.Err() == nil {
+			s.fail(fmt.Errorf("bootstrap registry: %w", err))
+		}
+		s.bootDone <- err
+	}()
+	return nil
+}
+
+// HTTPAddr is the bound HTTP address (HOST:PORT).
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// ClientAddr is the bound client-protocol endpoint, "" when off.
+func (s *Server) ClientAddr() string {
+	if s.clients == nil {
+		return ""
+	}
+	return s.clients.Addr()
+}
+
+// HandshakeAddr is the bound engine handshake endpoint.
+func (s *Server) HandshakeAddr() string { return s.fe.HandshakeAddress() }
+
+// BootstrapAddr is the bound registry address, "" when off.
+func (s *Server) BootstrapAddr() string {
+	if s.boot == nil {
+		return ""
+	}
+	return s.boot.Addr().String()
+}
+
+// Dispatcher exposes the Go API (for in-process embedding and tests).
+func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
+
+// Done is closed when a component fails on its own; Err says why.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is the failure that closed Done, or nil.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+func (s *Server) fail(err error) {
+	s.failOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Shutdown stops accepting work, lets in-flight requests finish for up to
+// Config.ShutdownTimeout, aborts the rest at their engines with a reason the
+// clients see, then closes everything in reverse order of Start. ctx bounds the
+// whole of it. It is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
+	return s.shutErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	reason := fmt.Errorf("switchyard is shutting down: request aborted after --shutdown-timeout %v", s.cfg.ShutdownTimeout)
+	s.shutdownReason.Store(&reason)
+
+	// Stop accepting: the HTTP listener closes now (Shutdown then waits for the
+	// handlers, which end when their requests do), and Drain refuses new requests
+	// on every path while in-flight ones run to completion.
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.http.Shutdown(ctx) }()
+	inflight := s.d.InFlight()
+	s.log.Info("draining", "in_flight", inflight, "timeout", s.cfg.ShutdownTimeout)
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	err := s.d.Drain(dctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("shutdown timeout reached; aborting in-flight requests", "in_flight", s.d.InFlight())
+	} else if inflight > 0 {
+		s.log.Info("in-flight requests finished")
+	}
+	// Close aborts whatever is left at its engine; streams end with ErrClosed,
+	// which the handlers and the client protocol turn into the reason above.
+	s.d.Close()
+	var errs []error
+	if err := <-httpDone; err != nil {
+		errs = append(errs, fmt.Errorf("http: %w", err))
+	}
+	s.teardown()
+	return errors.Join(errs...)
+}
+
+// teardown closes every component that was started, in reverse order of Start.
+func (s *Server) teardown() {
+	if s.http != nil {
+		s.http.Close()
+	} else if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.clients != nil {
+		s.clients.Close()
+	}
+	s.stopBoot()
+	if s.bootDone != nil {
+		<-s.bootDone
+	}
+	if s.d != nil {
+		s.d.Close()
+	}
+	// The frontend goes before the built-in engines, so their leaving is not
+	// reported as engine failures.
+	if s.fe != nil {
+		s.fe.Close()
+	}
+	s.stopMocks()
+	s.mocks.Wait()
+	if s.node != nil {
+		s.node.Close()
+	}
+}
+
+// Engines merges the frontend's view (identity, handshake state) with the
+// dispatcher's (load, in-flight) per rank.
+func (s *Server) Engines() []EngineView {
+	return mergeEngines(s.fe.Engines(), s.d.Engines())
+}
+
+// engineEvents adapts frontend.Handler to the dispatcher, the coordinator and the
+// client protocol's batching.
+type engineEvents struct {
+	d       *dispatcher.Dispatcher
+	node    *coordinator.Node
+	clients atomic.Pointer[ClientServer]
+}
+
+func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
+	h.d.HandleOutputs(rank, outs)
+	if c := h.clients.Load(); c != nil {
+		c.EndBatch(rank)
+	}
+}
+
+func (h *engineEvents) EngineUp(rank int, _ frontend.EngineInfo) {
+	h.d.EngineUp(rank)
+	if h.node != nil {
+		h.node.EngineReady(rank)
+	}
+}
+
+func (h *engineEvents) EngineDown(rank int, err error) {
+	h.d.EngineDown(rank, err)
+	if c := h.clients.Load(); c != nil {
+		c.EndBatch(rank)
+	}
+}
+
+// frontendSender is the dispatcher's Sender, set once the frontend exists (the
+// frontend needs the dispatcher's handler first).
+type frontendSender struct {
+	f atomic.Pointer[frontend.Frontend]
+}
+
+func (s *frontendSender) Send(rank int, typ byte, body []byte, aux [][]byte) error {
+	f := s.f.Load()
+	if f == nil {
+		wire.PutBuffer(body)
+		return dispatcher.ErrNoEngines
+	}
+	return f.Send(rank, typ, body, aux)
+}
+
+// loadForward is the coordinator's LoadSink, set once the dispatcher exists.
+type loadForward struct {
+	d atomic.Pointer[dispatcher.Dispatcher]
+}
+
+func (l *loadForward) ObserveLoad(rank int, waiting, running int64, kv float64) {
+	if d := l.d.Load(); d != nil {
+		d.ObserveLoad(rank, waiting, running, kv)
+	}
+}
