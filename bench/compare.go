@@ -69,12 +69,12 @@ func Compare(a, b *Report) ([]Change, error) {
 // between runs of different shape or on different machines says little.
 func ConfigDiff(a, b *Report) []string {
 	ja, _ := json.Marshal(struct {
-		C Config
-		M Machine
+		C Config  `json:"config"`
+		M Machine `json:"machine"`
 	}{a.Config, a.Machine})
 	jb, _ := json.Marshal(struct {
-		C Config
-		M Machine
+		C Config  `json:"config"`
+		M Machine `json:"machine"`
 	}{b.Config, b.Machine})
 	var ma, mb map[string]any
 	_ = json.Unmarshal(ja, &ma)

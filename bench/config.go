@@ -23,6 +23,17 @@ const (
 type Config struct {
 	Mode   Mode   `json:"mode"`
 	Target string `json:"target,omitempty"` // ModeTarget: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)
+	// EnginesTo (target mode) is the handshake address of a frontend started with
+	// --handshake-address and no engines: the bench's engines connect there, so the
+	// dispatch and return latencies are measured across processes.
+	EnginesTo string `json:"engines_to,omitempty"`
+	// TargetPID (target mode) is the frontend's process id: its CPU and RSS are read
+	// from /proc and reported instead of this process's.
+	TargetPID int `json:"target_pid,omitempty"`
+	// Client is how the embedded switchyard is driven: "zmq" (the msgpack client
+	// protocol over a DEALER, the same path the relay baseline takes) or "go" (the
+	// in-process dispatcher API, one socket hop fewer than the baseline).
+	Client string `json:"client"`
 
 	Engines            int    `json:"engines"`              // mock engine ranks (embedded)
 	EnginesAsProcesses bool   `json:"engines_as_processes"` // run each engine as a child process
@@ -66,6 +77,7 @@ func DefaultConfig() Config {
 		Mode:          ModeEmbedded,
 		Engines:       8,
 		Transport:     "ipc",
+		Client:        "zmq",
 		Clients:       1,
 		Rate:          5000,
 		Concurrency:   64,
@@ -94,6 +106,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return bad("mode", fmt.Sprintf("unknown mode %q", c.Mode))
+	}
+	if c.Client != "zmq" && c.Client != "go" {
+		return bad("client", `must be "zmq" or "go"`)
 	}
 	if c.Transport != "ipc" && c.Transport != "tcp" {
 		return bad("transport", `must be "ipc" or "tcp"`)

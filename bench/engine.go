@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/transport"
@@ -28,6 +29,9 @@ type EngineConfig struct {
 	StepTime      time.Duration // 0: step as fast as the loop can go
 	// Network opens the sockets; nil means transport.ZMQ.
 	Network transport.Network
+	// Received, when set, counts the ADDs that reached this engine (the memory
+	// scenario waits on it before weighing the heap).
+	Received *atomic.Int64
 }
 
 // engineEvent is what the input reader hands the step loop.
@@ -120,7 +124,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 
 	events := make(chan engineEvent, 4096)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readInputs(in, events) }()
+	go func() { readErr <- readInputs(in, events, cfg.Received) }()
 	recs, err := stepLoop(ctx, cfg, outs, events)
 	in.Close() // ends readInputs
 	if rerr := <-readErr; err == nil && rerr != nil && !errors.Is(rerr, transport.ErrClosed) {
@@ -153,7 +157,7 @@ func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
 
 // readInputs decodes what the frontend sends and stamps each ADD the moment it comes
 // out of the socket: that instant ends the dispatch latency.
-func readInputs(in transport.Socket, events chan<- engineEvent) error {
+func readInputs(in transport.Socket, events chan<- engineEvent, received *atomic.Int64) error {
 	defer close(events)
 	var req wire.EngineCoreRequest
 	for {
@@ -183,6 +187,9 @@ func readInputs(in transport.Socket, events chan<- engineEvent) error {
 				r.max = int(req.Sampling.MaxTokens.Value)
 			}
 			events <- engineEvent{add: r}
+			if received != nil {
+				received.Add(1)
+			}
 		case wire.RequestAbort:
 			ids, err := wire.DecodeAbort(msg[1])
 			if err == nil {

@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// smokeConfig is a run of a fraction of a second: enough for every code path, no
+// timing assertions (2 shared cores make timings noise).
+func smokeConfig(transport string) Config {
+	c := DefaultConfig()
+	c.Engines = 2
+	c.Transport = transport
+	c.Rate = 400
+	c.Duration = 300 * time.Millisecond
+	c.Warmup = 100 * time.Millisecond
+	c.OutputTokens = 4
+	c.TokensPerStep = 2
+	c.StepTime = time.Millisecond
+	return c
+}
+
+func forEachTransport(t *testing.T, body func(t *testing.T, transport string)) {
+	for _, tr := range []string{"ipc", "tcp"} {
+		t.Run(tr, func(t *testing.T) { body(t, tr) })
+	}
+}
+
+func TestRelayPhaseSmoke(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cfg := smokeConfig(tr)
+		p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startRelaySystem(ctx, cfg) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Requests == 0 || p.Failed != 0 || p.Unmatched != 0 {
+			t.Fatalf("requests %d failed %d unmatched %d, want some, none, none", p.Requests, p.Failed, p.Unmatched)
+		}
+		if p.Dispatch.Count != p.Requests || p.Return.Count != p.Requests || p.ITL.Count == 0 {
+			t.Errorf("dispatch %d, return %d, itl %d samples for %d requests", p.Dispatch.Count, p.Return.Count, p.ITL.Count, p.Requests)
+		}
+		var sum int64
+		for _, n := range p.PerRank {
+			sum += n
+		}
+		if sum != p.Requests || len(p.PerRank) != 2 {
+			t.Errorf("per-rank %v does not add up to %d", p.PerRank, p.Requests)
+		}
+		t.Logf("relay over %s: %d req, dispatch p50 %.0f µs, return p50 %.0f µs", tr, p.Requests, p.Dispatch.P50US, p.Return.P50US)
+	})
+}
+
+func TestClosedLoopSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := smokeConfig("ipc")
+	cfg.Rate, cfg.Concurrency = 0, 8
+	cfg.Requests, cfg.Warmup = 50, 0
+	p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startRelaySystem(ctx, cfg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Requests != 50 {
+		t.Errorf("measured %d requests, want exactly 50", p.Requests)
+	}
+}
