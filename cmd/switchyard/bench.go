@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/switchyard-llm/switchyard/bench"
+)
+
+// benchCommand is `switchyard bench`: the dispatch-latency benchmark (bench/README.md).
+// It runs the relay baseline and switchyard under the same load in one run and states
+// the overhead as a ratio; `bench engine` is the child a run starts per engine with
+// --engines-as-processes.
+func benchCommand() *cli.Command {
+	def := bench.DefaultConfig()
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure dispatch latency against a relay baseline in the same run",
+		Description: "With no --target, runs an in-process switchyard with --engines bench engines, and a\n" +
+			"minimal ZeroMQ relay with the same engines and load as the baseline; prints a table and\n" +
+			"writes --json (every figure and the configuration) and --png (latency CDFs).\n" +
+			"--compare A.json B.json prints the change between two runs instead.",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "duration", Value: def.Duration, Usage: "measured phase length (after --warmup)"},
+			&cli.IntFlag{Name: "requests", Usage: "stop after this many measured requests instead of --duration"},
+			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "requests submitted in this first stretch are not measured"},
+			&cli.StringFlag{Name: "json", Usage: "write the report (every figure and the configuration) to this file"},
+			&cli.StringFlag{Name: "png", Usage: "write the chart (latency CDFs, and the sweep's latency vs throughput) to this file"},
+			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json --compare B.json (or A.json,B.json)"},
+			&cli.BoolFlag{Name: "all", Usage: "with --compare, list unchanged figures too"},
+
+			&cli.IntFlag{Name: "engines", Value: def.Engines, Category: "engines", Usage: "bench engine ranks"},
+			&cli.BoolFlag{Name: "engines-as-processes", Category: "engines", Usage: "run each engine as a child process (timestamps: wall clock, one host)"},
+			&cli.StringFlag{Name: "transport", Value: def.Transport, Category: "engines", Usage: "ipc or tcp between the frontend/relay and the engines (and the client)"},
+			&cli.IntFlag{Name: "tokens-per-step", Value: def.TokensPerStep, Category: "engines", Usage: "tokens per running request per engine step"},
+			&cli.DurationFlag{Name: "step-time", Value: def.StepTime, Category: "engines", Usage: "engine step interval (0: as fast as the engine loop goes)"},
+
+			&cli.FloatFlag{Name: "rate", Value: def.Rate, Category: "load", Usage: "open loop: Poisson arrivals at this many requests/s (0: closed loop)"},
+			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Category: "load", Usage: "closed loop (--rate 0): requests kept in flight"},
+			&cli.StringFlag{Name: "sweep", Category: "load", Usage: "comma-separated open-loop rates to run in turn (throughput vs latency curve)"},
+			&cli.IntFlag{Name: "clients", Value: def.Clients, Category: "load", Usage: "client connections"},
+			&cli.StringFlag{Name: "client", Value: def.Client, Category: "load", Usage: "embedded switchyard driven through zmq (msgpack client protocol, like the relay) or go (in-process dispatcher API)"},
+			&cli.IntFlag{Name: "prompt-tokens", Value: def.PromptTokens, Category: "load", Usage: "prompt length in tokens"},
+			&cli.IntFlag{Name: "output-tokens", Value: def.OutputTokens, Category: "load", Usage: "max_tokens of every request"},
+			&cli.Uint64Flag{Name: "seed", Value: def.Seed, Category: "load", Usage: "seed of the arrival schedule"},
+			&cli.BoolFlag{Name: "no-baseline", Category: "load", Usage: "skip the relay baseline (no overhead ratio)"},
+			&cli.IntFlag{Name: "inflight", Category: "load", Usage: "memory scenario: hold this many requests in flight and report frontend bytes per request"},
+
+			&cli.StringFlag{Name: "target", Category: "target", Usage: "a running frontend: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)"},
+			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
+			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar"},
+		},
+		Action:   runBench,
+		Commands: []*cli.Command{benchEngineCommand()},
+	}
+}
+
+func runBench(ctx context.Context, cmd *cli.Command) error {
+	if files := cmd.StringSlice("compare"); len(files) > 0 {
+		return runCompare(cmd, files)
+	}
+	cfg := bench.DefaultConfig()
+	cfg.Duration = cmd.Duration("duration")
+	cfg.Requests = cmd.Int("requests")
+	cfg.Warmup = cmd.Duration("warmup")
+	cfg.Engines = cmd.Int("engines")
+	cfg.EnginesAsProcesses = cmd.Bool("engines-as-processes")
+	cfg.Transport = cmd.String("transport")
+	cfg.TokensPerStep = cmd.Int("tokens-per-step")
+	cfg.StepTime = cmd.Duration("step-time")
+	cfg.Rate = cmd.Float("rate")
+	cfg.Concurrency = cmd.Int("concurrency")
+	cfg.Clients = cmd.Int("clients")
+	cfg.Client = cmd.String("client")
+	cfg.PromptTokens = cmd.Int("prompt-tokens")
+	cfg.OutputTokens = cmd.Int("output-tokens")
+	cfg.Seed = cmd.Uint64("seed")
+	cfg.Baseline = !cmd.Bool("no-baseline")
+	cfg.Inflight = cmd.Int("inflight")
+	cfg.Profile = cmd.String("cpuprofile")
+	if s := cmd.String("sweep"); s != "" {
+		for f := range strings.SplitSeq(s, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return fmt.Errorf("--sweep: %q is not a rate", f)
+			}
+			cfg.Sweep = append(cfg.Sweep, r)
+		}
+	}
+	if t := cmd.String("target"); t != "" {
+		cfg.Mode = bench.ModeTarget
+		cfg.Target = t
+		cfg.EnginesTo = cmd.String("engines-to")
+		cfg.TargetPID = cmd.Int("target-pid")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	opt := bench.Options{Logger: newLogger(cmd, os.Stderr)}
+	if !cmd.Bool("quiet") {
+		opt.Progress = os.Stderr
+	}
+	if cfg.EnginesAsProcesses {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--engines-as-processes: %w", err)
+		}
+		opt.EngineCommand = []string{exe, "bench", "engine"}
+	}
+	rep, err := bench.Run(ctx, cfg, opt)
+	if err != nil {
+		return err
+	}
+	if err := bench.PrintTable(os.Stdout, rep); err != nil {
+		return err
+	}
+	if p := cmd.String("json"); p != "" {
+		if err := rep.WriteJSON(p); err != nil {
+			return err
+		}
+	}
+	if p := cmd.String("png"); p != "" {
+		if err := bench.WritePNG(p, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runCompare(cmd *cli.Command, files []string) error {
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.Split(f, ",")...)
+	}
+	if len(names) != 2 {
+		return errors.New("--compare takes exactly two reports: A.json B.json")
+	}
+	a, err := bench.ReadReport(names[0])
+	if err != nil {
+		return err
+	}
+	b, err := bench.ReadReport(names[1])
+	if err != nil {
+		return err
+	}
+	return bench.PrintCompare(os.Stdout, names[0], names[1], a, b, cmd.Bool("all"))
+}
+
+// benchEngineCommand is the child process of --engines-as-processes: one bench engine
+// that writes what it noted to --records when SIGTERM ends it.
+func benchEngineCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "engine",
+		Usage:  "one bench engine (started by `switchyard bench --engines-as-processes`)",
+		Hidden: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "handshake-address", Required: true},
+			&cli.IntFlag{Name: "data-parallel-rank"},
+			&cli.IntFlag{Name: "tokens-per-step", Value: 1},
+			&cli.DurationFlag{Name: "step-time", Value: time.Millisecond},
+			&cli.StringFlag{Name: "records", Required: true},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			recs, err := bench.RunEngine(ctx, bench.EngineConfig{
+				Rank:          cmd.Int("data-parallel-rank"),
+				Handshake:     cmd.String("handshake-address"),
+				TokensPerStep: cmd.Int("tokens-per-step"),
+				StepTime:      cmd.Duration("step-time"),
+			})
+			if werr := bench.WriteRecords(cmd.String("records"), recs); err == nil {
+				err = werr
+			}
+			return err
+		},
+	}
+}
