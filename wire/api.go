@@ -49,6 +49,18 @@ func (e *DecodeError) Error() string {
 //	func DecodeCoordinatorPublish(body []byte) (CoordinatorPublish, error)
 //	func DecodeFirstReq(body []byte) (FirstReq, error)
 //
+// Helpers added with the codecs:
+//
+//	func TypeFrame(t byte) ([]byte, error)            // the 1-byte type frame; refuses 04, 05 and anything above
+//	func ParseRequestType(frame []byte) (byte, error) // the engine side of TypeFrame
+//	func (p *SamplingParams) SetEOS(primary OptInt, generationEOS ...int64) // update_from_generation_config
+//	const AuxThreshold = 256                          // tensors of this many bytes or more go to aux frames
+//	type EncodeError, ValidationError; ErrNilRequest, ErrParamsExclusive, ErrBadRequestType, ErrUtilityArgsArray
+//
+// Aliasing: decoded Raw values, SchedulerStats.Raw and Tensor.Data point into the
+// frames they came from (no copy); keep the frames alive, and unmodified, as long as
+// those are used. Strings are always copies.
+//
 // Validation before sending (the engine's input thread dies on what SamplingParams'
 // post-init rejects):
 //

@@ -25,16 +25,16 @@ func DecodeAbort(body []byte) ([]string, error) {
 }
 
 // AppendUtility appends a UTILITY body [client_index, call_id, method, args]. args
-// must be one msgpack array (nil means no arguments and is written as []).
+// must be one msgpack array (nil or empty means no arguments and is written as []).
 func AppendUtility(dst []byte, clientIndex int64, callID uint64, method string, args Raw) ([]byte, error) {
-	if args != nil && (kindOf(args[0]) != kindArray || !validRaw(args)) {
+	if len(args) > 0 && (kindOf(args[0]) != kindArray || !validRaw(args)) {
 		return dst, ErrUtilityArgsArray
 	}
 	b := append(dst, 0x94)
 	b = appendInt(b, clientIndex)
 	b = appendUint(b, callID)
 	b = appendStr(b, method)
-	if args == nil {
+	if len(args) == 0 {
 		return append(b, 0x90), nil
 	}
 	return append(b, args...), nil
@@ -154,11 +154,13 @@ func DecodeCoordinatorPublish(body []byte) (CoordinatorPublish, error) {
 		if err != nil {
 			return p, fieldErr(err, typ, "counts")
 		}
-		p.Counts = make([]EngineLoad, m)
-		for i := range p.Counts {
-			if err := r.engineLoad(&p.Counts[i]); err != nil {
+		p.Counts = make([]EngineLoad, 0, r.capFor(m, 3)) // [w, r] takes 3 bytes at least
+		for range m {
+			var l EngineLoad
+			if err := r.engineLoad(&l); err != nil {
 				return p, fieldErr(err, typ, "counts")
 			}
+			p.Counts = append(p.Counts, l)
 		}
 	}
 	if p.CurrentWave, err = r.int(); err != nil {

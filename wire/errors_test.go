@@ -170,3 +170,16 @@ func TestEncodeRefusals(t *testing.T) {
 		t.Error("malformed stats raw accepted")
 	}
 }
+
+func TestEncodeEmptyRaw(t *testing.T) {
+	b, err := AppendUtility(nil, 0, 1, "m", Raw{})
+	if err != nil || string(b) != "\x94\x00\x01\xa1m\x90" {
+		t.Errorf("empty args: %x %v", b, err)
+	}
+	q := goodRequest()
+	q.KVHints = Raw{}
+	body, _, err := AppendAdd(nil, q)
+	if err != nil || !validRaw(body) {
+		t.Errorf("empty kv_hints: %x %v", body, err)
+	}
+}

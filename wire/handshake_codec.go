@@ -211,14 +211,16 @@ func (r *reader) rawFields() ([]RawField, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs := make([]RawField, n)
-	for i := range fs {
-		if fs[i].Key, err = r.str(); err != nil {
+	fs := make([]RawField, 0, r.capFor(n, 2))
+	for range n {
+		var f RawField
+		if f.Key, err = r.str(); err != nil {
 			return nil, err
 		}
-		if fs[i].Value, err = r.raw(); err != nil {
+		if f.Value, err = r.raw(); err != nil {
 			return nil, err
 		}
+		fs = append(fs, f)
 	}
 	return fs, nil
 }

@@ -220,6 +220,11 @@ func (r *reader) mapHeader() (int, error) {
 	return n, nil
 }
 
+// capFor bounds a preallocation for n elements of at least minSize encoded bytes
+// each by what the remaining data can hold, so a large struct type cannot turn a
+// length prefix into an allocation many times the frame's size.
+func (r *reader) capFor(n, minSize int) int { return min(n, (len(r.b)-r.off)/minSize) }
+
 // intRaw reads any msgpack integer as its uint64 bit pattern, reporting whether it
 // was negative.
 func (r *reader) intRaw() (bits uint64, neg bool, err error) {

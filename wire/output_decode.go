@@ -118,7 +118,7 @@ func (d *OutputsDecoder) outputs(r *reader, frames [][]byte, outs []EngineCoreOu
 		return outs, err
 	}
 	if cap(outs) < n {
-		outs = make([]EngineCoreOutput, 0, n)
+		outs = make([]EngineCoreOutput, 0, r.capFor(n, 3)) // ["", []] takes 3 bytes
 	}
 	if outs == nil {
 		outs = []EngineCoreOutput{} // [] on the wire: present and empty

@@ -38,11 +38,13 @@ func (r *reader) events() ([]EngineCoreEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := make([]EngineCoreEvent, n)
-	for i := range ev {
-		if err := r.event(&ev[i]); err != nil {
+	ev := make([]EngineCoreEvent, 0, r.capFor(n, 3)) // [type, ts] takes 3 bytes
+	for range n {
+		var e EngineCoreEvent
+		if err := r.event(&e); err != nil {
 			return nil, err
 		}
+		ev = append(ev, e)
 	}
 	return ev, nil
 }

@@ -92,7 +92,7 @@ func AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [][]byte, err
 	b = appendBool(b, r.AbortImmediately)
 	b = appendOptStr(b, r.SessionID)
 	if r.KVHints != nil {
-		b = append(b, r.KVHints...)
+		b = appendRaw(b, r.KVHints)
 	}
 	return b, aux, nil
 }
