@@ -63,6 +63,11 @@ func (f *Frontend) post(ev event) {
 	}
 }
 
+// inputGoneGrace is how long an engine whose input connection dropped may still
+// explain itself on its output socket (ENGINE_CORE_DEAD arrives there, followed by
+// EOF) before it is declared gone.
+const inputGoneGrace = time.Second
+
 // check enforces phase deadlines and the stuck-send watchdog.
 func (f *Frontend) check(now time.Time) {
 	for _, e := range f.table.Load().byRank {
@@ -72,6 +77,10 @@ func (f *Frontend) check(now time.Time) {
 				f.markDown(e, Dead, err)
 			}
 		case Ready:
+			if gone := e.inputGone.Load(); gone != 0 && now.Sub(time.Unix(0, gone)) > inputGoneGrace {
+				f.markDown(e, Dead, fmt.Errorf("%w: input connection closed", ErrEngineLeft))
+				continue
+			}
 			if ps := e.pendingSince.Load(); ps != 0 {
 				if pending := now.Sub(time.Unix(0, ps)); pending > f.cfg.StuckAfter {
 					f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Queued: len(e.sendq), Pending: pending})
@@ -110,6 +119,7 @@ func (f *Frontend) onHandshake(ev event) {
 	rank := ev.id.Rank()
 	if rank >= f.cfg.DataParallelSize {
 		f.log.Error("frontend: refused handshake from a rank outside the data parallel size", "rank", rank, "data_parallel_size", f.cfg.DataParallelSize, "status", ev.status.Status)
+		f.refuse()
 		return
 	}
 	e := f.table.Load().get(rank)
@@ -120,6 +130,7 @@ func (f *Frontend) onHandshake(ev event) {
 			// the generation bound at Start (or after a failed handshake) is free
 		case e.state() == Connecting || e.state() == Ready:
 			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
+			f.refuse()
 			return
 		default: // Dead or Stuck: a restarted engine rejoins with fresh sockets
 			in, out, err := f.bindEngine(context.Background(), rank, e.gen+1)
@@ -159,6 +170,14 @@ func (f *Frontend) onHandshake(ev event) {
 		return
 	}
 	f.maybeUp(e)
+}
+
+// refuse counts a refused HELLO. The engine gets no INIT: it gives up after its own
+// handshake timeout (5 minutes in vLLM) and exits.
+func (f *Frontend) refuse() {
+	f.metrics.refused.Inc()
+	f.refusedN.Add(1)
+	f.notify()
 }
 
 func optString(s string) wire.OptString {

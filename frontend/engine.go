@@ -33,6 +33,7 @@ type engine struct {
 	st           atomic.Int32 // EngineState, read by Send without locks
 	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
 	lastOutput   atomic.Int64
+	inputGone    atomic.Int64 // unix nanos when the input DEALER disconnected; 0 = connected
 	info         atomic.Pointer[EngineInfo]
 	dead         atomic.Pointer[EngineDeadError] // set once, before st leaves Ready
 
@@ -150,7 +151,10 @@ func (e *engine) inputLoop() {
 			var left *transport.PeerLeftError
 			if errors.As(err, &left) {
 				if string(left.Identity) == string(e.id[:]) {
-					e.f.markDown(e, Dead, fmt.Errorf("%w: input connection closed: %w", ErrEngineLeft, left.Cause))
+					// The output socket usually tells why first (the sentinel, then
+					// EOF, on one ordered stream); the control loop declares the
+					// engine gone only if it has not been marked down after a grace.
+					e.inputGone.CompareAndSwap(0, time.Now().UnixNano())
 				}
 				continue
 			}

@@ -45,7 +45,8 @@ type Frontend struct {
 	net     transport.Network
 	metrics *metrics
 
-	table atomic.Pointer[table]
+	table    atomic.Pointer[table]
+	refusedN atomic.Int64 // refused HELLOs, for tests and logs
 
 	hsSock              transport.Socket // handshake ROUTER (owner mode)
 	sharedIn, sharedOut transport.Socket // bootstrapped mode

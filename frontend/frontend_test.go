@@ -38,6 +38,8 @@ func TestHandshakeRegistrationRouting(t *testing.T) {
 			}
 		}
 		rec.waitFor(t, "all requests finished", func() bool { return len(rec.finished) == 3*perRank })
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
 		for rank := range 3 {
 			for j := range perRank {
 				id := fmt.Sprintf("r%d-req%d", rank, j)

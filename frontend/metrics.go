@@ -16,6 +16,7 @@ type metrics struct {
 	failures  *prometheus.CounterVec
 	queueFull prometheus.Counter
 	outputs   prometheus.Counter
+	refused   prometheus.Counter
 	byState   [4]prometheus.Gauge
 	byReason  map[string]prometheus.Counter
 }
@@ -35,6 +36,9 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 		outputs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_frontend_output_messages_total", Help: "Output messages received from engines.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_handshakes_refused_total", Help: "HELLOs refused (rank live already, or outside the data parallel size).",
+		}),
 		byReason: map[string]prometheus.Counter{},
 	}
 	for s := Connecting; s <= Stuck; s++ {
@@ -44,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 		m.byReason[r] = m.failures.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs} {
+		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -129,8 +129,10 @@ type engine struct {
 	pending  []Output
 }
 
+// opts: a small receive queue, so an engine that stops reading (the stall fault)
+// pushes back on the frontend after a few messages instead of buffering hundreds.
 func (e *engine) opts() transport.Options {
-	return transport.Options{Identity: e.id.Bytes(), DialTimeout: 30 * time.Second, Logger: e.log}
+	return transport.Options{Identity: e.id.Bytes(), DialTimeout: 30 * time.Second, RecvQueue: 8, Logger: e.log}
 }
 
 // connect does what EngineCoreProc does at startup: HELLO, INIT, DEALER to every

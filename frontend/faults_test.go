@@ -1,0 +1,259 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// sendAll sends n requests of maxTokens to rank and returns their ids.
+func sendAll(t *testing.T, f *Frontend, rank, n int, maxTokens int64, prefix string) []string {
+	t.Helper()
+	var ids []string
+	for j := range n {
+		id := fmt.Sprintf("%s-r%d-%d", prefix, rank, j)
+		if err := f.Send(rank, wire.RequestAdd, addBody(t, id, maxTokens, nil), nil); err != nil {
+			t.Fatalf("send %s: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (r *recorder) allFinished(ids []string) bool {
+	for _, id := range ids {
+		if _, ok := r.finished[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// vLLM's Python frontend kills every rank when one sends ENGINE_CORE_DEAD, and the
+// Rust client fails every stream on the first engine error. Here rank 1 dies
+// mid-generation; ranks 0 and 2 finish every request with exact tokens, only rank 1
+// is reported down, and a restarted rank 1 rejoins through HELLO and serves again.
+func TestDeadEngineIsolatedAndRejoins(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		rec := newRecorder()
+		f := startFrontend(t, testConfig(t, tr, 3), rec)
+		for rank := range 3 {
+			c := mockConfig(f.HandshakeAddress(), rank, 3)
+			if rank == 1 {
+				c.Faults.DieAfterSteps = 3
+			}
+			m := startMock(t, c)
+			if rank == 1 {
+				defer func() {
+					if err := <-m.done; !errors.Is(err, mockengine.ErrFault) {
+						t.Errorf("dying engine returned %v", err)
+					}
+					m.done <- nil // for the cleanup
+				}()
+			}
+		}
+		waitReady(t, f, 3)
+		var survivors []string
+		for rank := range 3 {
+			ids := sendAll(t, f, rank, 3, 12, "a")
+			if rank != 1 {
+				survivors = append(survivors, ids...)
+			}
+		}
+		rec.waitFor(t, "rank 1 down and the others finished", func() bool {
+			return len(rec.downs[1]) == 1 && rec.allFinished(survivors)
+		})
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if err := rec.downs[1][0]; !errors.Is(err, ErrEngineCoreDead) || !errIs[*EngineDeadError](err) {
+			t.Fatalf("rank 1 down with %v", err)
+		}
+		for _, id := range survivors {
+			if !slices.Equal(rec.tokens[id], expectedTokens(id, 12)) {
+				t.Errorf("%s: tokens %v", id, rec.tokens[id])
+			}
+		}
+		if len(rec.downs[0])+len(rec.downs[2]) != 0 {
+			t.Fatalf("healthy ranks reported down: %v", rec.downs)
+		}
+		var dead *EngineDeadError
+		if err := f.Send(1, wire.RequestAdd, addBody(t, "late", 1, nil), nil); !errors.As(err, &dead) || dead.Rank != 1 || !errors.Is(err, ErrEngineCoreDead) {
+			t.Fatalf("send to dead rank: %v", err)
+		}
+		if info := f.Engines()[1]; info.State != Dead || info.Cause == "" {
+			t.Fatalf("rank 1 info %+v", info)
+		}
+		rec.mu.Unlock()
+
+		// Restart rank 1: it goes through HELLO again and rejoins.
+		startMock(t, mockConfig(f.HandshakeAddress(), 1, 3))
+		rec.waitFor(t, "rank 1 up again", func() bool { return rec.ups[1] == 2 })
+		ids := sendAll(t, f, 1, 2, 4, "b")
+		rec.waitFor(t, "rejoined rank serves", func() bool { return rec.allFinished(ids) })
+		rec.mu.Lock()
+		if info := f.Engines()[1]; info.State != Ready || info.Generation != 1 {
+			t.Fatalf("rejoined info %+v", info)
+		}
+	})
+}
+
+// Garbage on one engine's output and an engine exiting without a sentinel are each
+// attributed to exactly that rank.
+func TestGarbageAndSilentExitIsolated(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		rec := newRecorder()
+		f := startFrontend(t, testConfig(t, tr, 3), rec)
+		for rank := range 3 {
+			c := mockConfig(f.HandshakeAddress(), rank, 3)
+			switch rank {
+			case 0:
+				c.Faults.GarbageAfterSteps = 2
+			case 1:
+				c.Faults.ExitAfterSteps = 2
+			}
+			startMock(t, c)
+		}
+		waitReady(t, f, 3)
+		sendAll(t, f, 0, 1, 20, "g")
+		sendAll(t, f, 1, 1, 20, "g")
+		ok := sendAll(t, f, 2, 3, 20, "g")
+		rec.waitFor(t, "two ranks down, one finished", func() bool {
+			return len(rec.downs[0]) == 1 && len(rec.downs[1]) == 1 && rec.allFinished(ok)
+		})
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var de *wire.DecodeError
+		if err := rec.downs[0][0]; !errors.As(err, &de) {
+			t.Errorf("garbage: %v", err)
+		}
+		if err := rec.downs[1][0]; !errors.Is(err, ErrEngineLeft) {
+			t.Errorf("silent exit: %v", err)
+		}
+		if len(rec.downs[2]) != 0 {
+			t.Errorf("rank 2 down: %v", rec.downs[2])
+		}
+	})
+}
+
+// An engine that stops reading fills its socket; its writer's pending write trips the
+// watchdog, the engine is marked Stuck and only its requests fail.
+func TestStuckEngineIsolated(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		rec := newRecorder()
+		cfg := testConfig(t, tr, 2)
+		cfg.StuckAfter = 300 * time.Millisecond
+		cfg.SendQueue = 4
+		f := startFrontend(t, cfg, rec)
+		c0 := mockConfig(f.HandshakeAddress(), 0, 2)
+		c0.Faults.StallAfterSteps = 1
+		startMock(t, c0)
+		startMock(t, mockConfig(f.HandshakeAddress(), 1, 2))
+		waitReady(t, f, 2)
+		sendAll(t, f, 0, 1, 1000, "s") // gets the engine stepping, then it stalls
+		rec.waitFor(t, "rank 0 stepped", func() bool { return rec.stats[0] >= 1 })
+		prompt := make([]int64, 300_000)
+		for i := range prompt {
+			prompt[i] = 70000
+		}
+		sp := wire.DefaultSamplingParams()
+		big, _, _ := wire.AppendAdd(nil, &wire.EngineCoreRequest{RequestID: "big", PromptTokenIDs: prompt, Sampling: &sp})
+		var sendErr error
+		for sendErr == nil {
+			sendErr = f.Send(0, wire.RequestAdd, append(wire.GetBuffer(), big...), nil)
+		}
+		if !errIs[*EngineStuckError](sendErr) {
+			t.Fatalf("filling the queue: %v", sendErr)
+		}
+		ok := sendAll(t, f, 1, 3, 5, "s")
+		rec.waitFor(t, "rank 0 stuck, rank 1 served", func() bool { return len(rec.downs[0]) == 1 && rec.allFinished(ok) })
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var stuck *EngineStuckError
+		if err := rec.downs[0][0]; !errors.As(err, &stuck) || stuck.Pending < cfg.StuckAfter {
+			t.Fatalf("rank 0 down with %v", err)
+		}
+		if info := f.Engines()[0]; info.State != Stuck {
+			t.Fatalf("rank 0 state %v", info.State)
+		}
+		if err := f.Send(0, wire.RequestAbort, wire.AppendAbort(wire.GetBuffer(), []string{"s-r0-0"}), nil); !errIs[*EngineStuckError](err) {
+			t.Fatalf("send to stuck engine: %v", err)
+		}
+	})
+}
+
+// A second engine claiming a live rank gets no INIT; a rank outside the data
+// parallel size neither.
+func TestHelloRefused(t *testing.T) {
+	rec := newRecorder()
+	cfg := testConfig(t, "ipc", 1)
+	f := startFrontend(t, cfg, rec)
+	startMock(t, mockConfig(f.HandshakeAddress(), 0, 1))
+	waitReady(t, f, 1)
+	startMock(t, mockConfig(f.HandshakeAddress(), 0, 1)) // duplicate of a live rank
+	startMock(t, mockConfig(f.HandshakeAddress(), 1, 2)) // outside DataParallelSize
+	waitChanged(t, f, func() bool { return f.refusedN.Load() == 2 })
+	if info := f.Engines(); len(info) != 1 || info[0].State != Ready || info[0].Generation != 0 {
+		t.Fatalf("engines after refusals: %+v", info)
+	}
+}
+
+func waitChanged(t *testing.T, f *Frontend, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		ch := f.changed
+		f.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatal("timed out")
+		}
+	}
+}
+
+// An engine that never registers fails WaitReady with an error naming rank and phase.
+func TestRegistrationTimeout(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		cfg := testConfig(t, tr, 2)
+		cfg.PhaseTimeout = 300 * time.Millisecond
+		f := startFrontend(t, cfg, newRecorder())
+		startMock(t, mockConfig(f.HandshakeAddress(), 0, 2))
+		c := mockConfig(f.HandshakeAddress(), 1, 2)
+		c.Faults.SkipRegistration = true
+		startMock(t, c)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err := f.WaitReady(ctx, 2)
+		var pt *PhaseTimeoutError
+		if !errors.As(err, &pt) || pt.Rank != 1 || pt.Phase != PhaseRegistration {
+			t.Fatalf("want registration timeout of rank 1, got %v", err)
+		}
+		if err := f.WaitReady(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Engines older than c8d98f81 register with an empty frame.
+func TestEmptyRegistration(t *testing.T) {
+	rec := newRecorder()
+	f := startFrontend(t, testConfig(t, "ipc", 1), rec)
+	c := mockConfig(f.HandshakeAddress(), 0, 1)
+	c.Faults.EmptyRegistration = true
+	startMock(t, c)
+	waitReady(t, f, 1)
+	if info := f.Engines()[0]; !info.Ready.Empty {
+		t.Fatalf("registration %+v", info.Ready)
+	}
+}
