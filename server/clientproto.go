@@ -50,6 +50,9 @@ type ClientConfig struct {
 	// MaxQueued outputs waiting for one client before it counts as a slow consumer
 	// and its requests are aborted. 0 = 65536.
 	MaxQueued int
+	// EOSTokenID fills _eos_token_id of a request that has none and does not ignore
+	// EOS (unset: such a request gets ignore_eos, as on the HTTP API).
+	EOSTokenID wire.OptInt
 	// ShutdownReason, when non-nil, names why requests are cut short at shutdown.
 	ShutdownReason func() error
 	Logger         *slog.Logger
@@ -258,6 +261,18 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	}
 	if req.ArrivalTime == 0 {
 		req.ArrivalTime = float64(s.cfg.Now().UnixNano()) / 1e9
+	}
+	if sp := req.Sampling; sp != nil {
+		// Complete the request as vLLM's Python frontend would before sending it;
+		// both steps are no-ops on a request that a vLLM client already filled.
+		if !sp.EOSTokenID.Valid && !sp.IgnoreEOS {
+			if s.cfg.EOSTokenID.Valid {
+				sp.SetEOS(s.cfg.EOSTokenID)
+			} else {
+				sp.IgnoreEOS = true
+			}
+		}
+		sp.Normalize()
 	}
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
@@ -491,7 +506,7 @@ func (s *ClientServer) writeLoop() {
 			s.mu.Lock()
 			batch, s.ready = s.ready, nil
 			s.mu.Unlock()
-			buf = s.send(batch, buf)
+			s.send(batch, buf)
 			s.sock.Close()
 			return
 		}

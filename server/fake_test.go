@@ -26,7 +26,18 @@ type fakeEngines struct {
 	adds   chan *wire.EngineCoreRequest
 	aborts chan string
 	hold   atomic.Bool
-	wg     sync.WaitGroup
+	// after, when set, runs after each engine message, as the serve adapter calls
+	// ClientServer.EndBatch.
+	after atomic.Pointer[func(rank int)]
+	wg    sync.WaitGroup
+}
+
+// handle delivers one engine message.
+func (f *fakeEngines) handle(rank int, outs *wire.EngineCoreOutputs) {
+	f.d.HandleOutputs(rank, outs)
+	if after := f.after.Load(); after != nil {
+		(*after)(rank)
+	}
 }
 
 type fakeFrame struct {
@@ -94,7 +105,7 @@ func (f *fakeEngines) run() {
 			}
 		case wire.RequestUtility:
 			_, callID, _, _, _ := wire.DecodeUtility(fr.body)
-			f.d.HandleOutputs(fr.rank, &wire.EngineCoreOutputs{
+			f.handle(fr.rank, &wire.EngineCoreOutputs{
 				EngineIndex:   int64(fr.rank),
 				UtilityOutput: &wire.UtilityOutput{CallID: callID, HasResult: true, Result: wire.Raw{0xc3}},
 			})
@@ -112,7 +123,7 @@ func (f *fakeEngines) generate(rank int, req *wire.EngineCoreRequest) {
 		if i == req.Sampling.MaxTokens.Value-1 {
 			out.FinishReason = wire.FinishLength
 		}
-		f.d.HandleOutputs(rank, &wire.EngineCoreOutputs{EngineIndex: int64(rank), Outputs: []wire.EngineCoreOutput{out}})
+		f.handle(rank, &wire.EngineCoreOutputs{EngineIndex: int64(rank), Outputs: []wire.EngineCoreOutput{out}})
 	}
 }
 

@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	if cfg.ClientAddress != "" {
 		s.clients, err = ListenClients(ctx, ClientConfig{
-			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, ShutdownReason: reason,
+			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, EOSTokenID: cfg.EOSTokenID, ShutdownReason: reason,
 			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {

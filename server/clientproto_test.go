@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// clientHarness is a ClientServer over fake engines plus one DEALER client.
+type clientHarness struct {
+	f   *fakeEngines
+	cs  *ClientServer
+	cli transport.Socket
+	in  chan [][]byte // messages the client received
+}
+
+func newClientHarness(t *testing.T, cfg ClientConfig) *clientHarness {
+	t.Helper()
+	f := newFakeCore(t, 2)
+	cfg.Address = "tcp://127.0.0.1:0"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := ListenClients(ctx, cfg, f.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := cs.EndBatch
+	f.after.Store(&end)
+	cli, err := transport.Dial(ctx, transport.Dealer, cs.Addr(), transport.Options{Identity: []byte("client-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &clientHarness{f: f, cs: cs, cli: cli, in: make(chan [][]byte, 1024)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			msg, err := cli.Recv()
+			if err != nil {
+				return
+			}
+			h.in <- msg
+		}
+	}()
+	t.Cleanup(func() {
+		cli.Close()
+		<-done
+		f.d.Close() // end what is live before the server closes
+		cs.Close()
+	})
+	return h
+}
+
+func (h *clientHarness) add(t *testing.T, id string, maxTokens int64, rank wire.OptInt) {
+	t.Helper()
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(maxTokens)
+	sp.IgnoreEOS = true
+	sp.Normalize()
+	body, aux, err := wire.AppendAdd(nil, &wire.EngineCoreRequest{
+		RequestID: id, PromptTokenIDs: []int64{1, 2}, Sampling: &sp, DataParallelRank: rank,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.Send(append([][]byte{{wire.RequestAdd}, body}, aux...)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next returns the next message the client received.
+func (h *clientHarness) next(t *testing.T) [][]byte {
+	t.Helper()
+	select {
+	case m := <-h.in:
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("no message from the server")
+		return nil
+	}
+}
+
+// nextOutputs expects an EngineCoreOutputs.
+func (h *clientHarness) nextOutputs(t *testing.T) *wire.EngineCoreOutputs {
+	t.Helper()
+	m := h.next(t)
+	var o wire.EngineCoreOutputs
+	if err := wire.DecodeOutputs(m, &o); err != nil {
+		t.Fatalf("not an EngineCoreOutputs (%v): % x", err, m[0])
+	}
+	return &o
+}
+
+// nextError expects an error map.
+func (h *clientHarness) nextError(t *testing.T) map[string]any {
+	t.Helper()
+	m := h.next(t)
+	var e map[string]any
+	if len(m) != 1 || len(m[0]) == 0 || m[0][0]&0xf0 != 0x80 {
+		t.Fatalf("not an error map: % x", m[0])
+	}
+	if err := msgpack.Unmarshal(m[0], &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestClientProtocolAdd(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	h.add(t, "r1", 3, wire.OptInt{})
+	var tokens []int64
+	for {
+		o := h.nextOutputs(t)
+		if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "r1" {
+			t.Fatalf("outputs %+v", o.Outputs)
+		}
+		tokens = append(tokens, o.Outputs[0].NewTokenIDs...)
+		if o.Outputs[0].Finished() {
+			if o.Outputs[0].FinishReason != wire.FinishLength {
+				t.Errorf("finish %v", o.Outputs[0].FinishReason)
+			}
+			if diff := cmp.Diff([]string{"r1"}, o.FinishedRequests); diff != "" {
+				t.Errorf("finished_requests (-want +got):\n%s", diff)
+			}
+			break
+		}
+	}
+	if diff := cmp.Diff([]int64{100, 101, 102}, tokens); diff != "" {
+		t.Errorf("tokens (-want +got):\n%s", diff)
+	}
+	// The engine saw our id, namespaced by the client's identity.
+	if req := <-h.f.adds; req.RequestID != "c"+"636c69656e742d31"+"-r1" {
+		t.Errorf("engine request id %q", req.RequestID)
+	}
+}
+
+func TestClientProtocolRejects(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	h.add(t, "pinned", 3, wire.SomeInt(9))
+	e := h.nextError(t)
+	want := map[string]any{
+		"request_id":      "pinned",
+		"type":            "InvalidDataParallelRank",
+		"message":         "data parallel rank 9 is not connected to this frontend; connected ranks: [0, 1]",
+		"connected_ranks": []any{int8(0), int8(1)},
+	}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
+	}
+	h.f.noAdds(t)
+
+	if err := h.cli.Send([]byte{0x07}, []byte{0x90}); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.nextError(t); e["type"] != ErrTypeInvalidMessage || e["request_id"] != nil {
+		t.Errorf("unknown type byte: %v", e)
+	}
+	if err := h.cli.Send([]byte{wire.RequestAdd}, []byte{0xc1}); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.nextError(t); e["type"] != ErrTypeInvalidMessage {
+		t.Errorf("garbage ADD: %v", e)
+	}
+	h.f.noAdds(t)
+}
+
+func TestClientProtocolDuplicateAndAbort(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	h.f.hold.Store(true)
+	h.add(t, "a", 50, wire.OptInt{})
+	added := <-h.f.adds
+	if o := h.nextOutputs(t); o.Outputs[0].RequestID != "a" {
+		t.Fatalf("outputs %+v", o)
+	}
+	h.add(t, "a", 50, wire.OptInt{})
+	if e := h.nextError(t); e["type"] != "DuplicateRequestId" || e["request_id"] != "a" {
+		t.Errorf("duplicate: %v", e)
+	}
+	if err := h.cli.Send([]byte{wire.RequestAbort}, wire.AppendAbort(nil, []string{"a", "unknown"})); err != nil {
+		t.Fatal(err)
+	}
+	h.f.expectAbort(t, added.RequestID)
+	o := h.nextOutputs(t)
+	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "a" || o.Outputs[0].FinishReason != wire.FinishAbort {
+		t.Errorf("after ABORT: %+v", o.Outputs)
+	}
+}
+
+func TestClientProtocolGoneClientAborted(t *testing.T) {
+	t.Run("connection closed", func(t *testing.T) {
+		h := newClientHarness(t, ClientConfig{})
+		h.f.hold.Store(true)
+		h.add(t, "x", 50, wire.OptInt{})
+		added := <-h.f.adds
+		h.nextOutputs(t)
+		h.cli.Close()
+		h.f.expectAbort(t, added.RequestID)
+	})
+	t.Run("silent", func(t *testing.T) {
+		h := newClientHarness(t, ClientConfig{Timeout: 100 * time.Millisecond})
+		h.f.hold.Store(true)
+		h.add(t, "y", 50, wire.OptInt{})
+		added := <-h.f.adds
+		h.f.expectAbort(t, added.RequestID)
+	})
+}
+
+func TestClientProtocolUtility(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	body, err := wire.AppendUtility(nil, 0, 42, "is_sleeping", wire.Raw{0x90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.Send([]byte{wire.RequestUtility}, body); err != nil {
+		t.Fatal(err)
+	}
+	o := h.nextOutputs(t)
+	u := o.UtilityOutput
+	if u == nil || u.CallID != 42 || u.Failure.Valid || !u.HasResult || string(u.Result) != "\xc3" {
+		t.Errorf("utility reply %+v", u)
+	}
+}
