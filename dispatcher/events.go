@@ -82,6 +82,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	now := d.cfg.Now()
 	e.lastOutput.Store(now.UnixNano())
 	tokens := 0
+	var ttft, itl histBatch
 	for i := range outs.Outputs {
 		o := &outs.Outputs[i]
 		r, ok := d.table.Load(o.RequestID)
@@ -89,10 +90,12 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 			continue // aborted, failed, or never ours: the engine may lag behind us
 		}
 		tokens += len(o.NewTokenIDs)
-		d.deliverOutput(r, o, now)
+		d.deliverOutput(r, o, now, &ttft, &itl)
 	}
 	if tokens > 0 {
 		e.m.tokens.Add(float64(tokens))
+		e.m.ttft.flush(&ttft)
+		e.m.itl.flush(&itl)
 	}
 	if st := outs.SchedulerStats; st != nil {
 		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage)
@@ -111,7 +114,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 // deliverOutput hands one output to r's stream or callback; a finished output ends r.
 // A stream whose buffer is full is ended with *SlowConsumerError and aborted at the
 // engine, so the output loop moves on at once.
-func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now time.Time) {
+func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now time.Time, ttft, itl *histBatch) {
 	r.mu.Lock()
 	if r.done {
 		r.mu.Unlock()
@@ -120,9 +123,9 @@ func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now tim
 	if len(o.NewTokenIDs) > 0 {
 		if !r.got1st {
 			r.got1st = true
-			r.eng.m.ttft.Observe(now.Sub(r.start).Seconds())
+			ttft.observe(now.Sub(r.start).Seconds())
 		} else {
-			r.eng.m.itl.Observe(now.Sub(r.last).Seconds())
+			itl.observe(now.Sub(r.last).Seconds())
 		}
 		r.last = now
 	}

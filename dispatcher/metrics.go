@@ -1,7 +1,10 @@
 package dispatcher
 
 import (
+	"math"
+	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -50,24 +53,24 @@ func finishOutcome(f wire.FinishReason) outcome {
 type metrics struct {
 	requests   *prometheus.CounterVec
 	dispatch   prometheus.Histogram
-	ttft       *prometheus.HistogramVec
-	itl        *prometheus.HistogramVec
 	tokens     *prometheus.CounterVec
 	engineLoad *engineCollector
 }
 
 type engineMetrics struct {
 	outcomes [numOutcomes]prometheus.Counter
-	ttft     prometheus.Observer
-	itl      prometheus.Observer
+	ttft     *latencyHist
+	itl      *latencyHist
 	tokens   prometheus.Counter
 }
 
-// latencyBuckets spans 5 µs (dispatch) to 60 s (a slow first token).
-var latencyBuckets = []float64{
+// latencyBuckets spans 5 µs (dispatch) to 60 s (a slow first token). Never modified.
+var latencyBuckets = [numLatencyBuckets]float64{
 	5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05,
 	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 }
+
+const numLatencyBuckets = 22
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	m := &metrics{
@@ -78,18 +81,8 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchyard_dispatch_latency_seconds",
 			Help:    "Time from Submit entry until the ADD was handed to the engine's writer.",
-			Buckets: latencyBuckets,
+			Buckets: latencyBuckets[:],
 		}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "switchyard_time_to_first_token_seconds",
-			Help:    "Time from Submit entry until the first token arrived from the engine.",
-			Buckets: latencyBuckets,
-		}, []string{"rank"}),
-		itl: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "switchyard_inter_token_latency_seconds",
-			Help:    "Time between consecutive outputs carrying tokens for one request.",
-			Buckets: latencyBuckets,
-		}, []string{"rank"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_output_tokens_total",
 			Help: "Generated tokens received, by engine rank.",
@@ -99,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.ttft, m.itl, m.tokens, m.engineLoad} {
+	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -114,8 +107,8 @@ func (m *metrics) forEngine(rank int) engineMetrics {
 	for o := range numOutcomes {
 		em.outcomes[o] = m.requests.WithLabelValues(r, outcomeNames[o])
 	}
-	em.ttft = m.ttft.WithLabelValues(r)
-	em.itl = m.itl.WithLabelValues(r)
+	em.ttft = new(latencyHist)
+	em.itl = new(latencyHist)
 	em.tokens = m.tokens.WithLabelValues(r)
 	return em
 }
@@ -123,8 +116,8 @@ func (m *metrics) forEngine(rank int) engineMetrics {
 // engineCollector reads the per-engine atomics at scrape time, so gauges cost the hot
 // path nothing.
 type engineCollector struct {
-	d                                  *Dispatcher
-	inFlight, waiting, running, kv, up *prometheus.Desc
+	d                                             *Dispatcher
+	inFlight, waiting, running, kv, up, ttft, itl *prometheus.Desc
 }
 
 func newEngineCollector(d *Dispatcher) *engineCollector {
@@ -141,6 +134,10 @@ func newEngineCollector(d *Dispatcher) *engineCollector {
 			"KV-cache usage (0..1) in the engine's last scheduler stats.", rank, nil),
 		up: prometheus.NewDesc("switchyard_engine_up",
 			"1 while the engine is connected and ready, 0 after it went down.", rank, nil),
+		ttft: prometheus.NewDesc("switchyard_time_to_first_token_seconds",
+			"Time from Submit entry until the first token arrived from the engine.", rank, nil),
+		itl: prometheus.NewDesc("switchyard_inter_token_latency_seconds",
+			"Time between consecutive outputs carrying tokens for one request.", rank, nil),
 	}
 }
 
@@ -150,6 +147,8 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.running
 	ch <- c.kv
 	ch <- c.up
+	ch <- c.ttft
+	ch <- c.itl
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -165,5 +164,61 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(st.Running), r)
 		ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, st.KVCacheUsage, r)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, r)
+		ch <- e.m.ttft.metric(c.ttft, r)
+		ch <- e.m.itl.metric(c.itl, r)
 	}
+}
+
+// latencyHist is a histogram fed per output batch rather than per output: the output
+// loop counts into a histBatch on its stack and adds the batch here once, so per-token
+// work is a bucket search and a local increment (a prometheus Histogram costs three
+// contended atomics per observation). It is exposed as a const histogram at scrape.
+type latencyHist struct {
+	counts  [numLatencyBuckets + 1]atomic.Uint64 // the last slot is +Inf
+	sumBits atomic.Uint64
+}
+
+// histBatch collects observations for one latencyHist during one output batch.
+type histBatch struct {
+	counts [numLatencyBuckets + 1]uint32
+	n      uint32
+	sum    float64
+}
+
+func (b *histBatch) observe(seconds float64) {
+	// Smallest i with latencyBuckets[i] >= seconds: Prometheus buckets are "le".
+	i := sort.SearchFloat64s(latencyBuckets[:], seconds)
+	b.counts[i]++
+	b.n++
+	b.sum += seconds
+}
+
+// flush adds b to h and empties b.
+func (h *latencyHist) flush(b *histBatch) {
+	if b.n == 0 {
+		return
+	}
+	for i, c := range b.counts {
+		if c != 0 {
+			h.counts[i].Add(uint64(c))
+		}
+	}
+	for {
+		old := h.sumBits.Load()
+		if h.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+b.sum)) {
+			break
+		}
+	}
+	*b = histBatch{}
+}
+
+func (h *latencyHist) metric(desc *prometheus.Desc, rank string) prometheus.Metric {
+	buckets := make(map[float64]uint64, numLatencyBuckets)
+	var cum uint64
+	for i, le := range latencyBuckets {
+		cum += h.counts[i].Load()
+		buckets[le] = cum
+	}
+	cum += h.counts[numLatencyBuckets].Load()
+	return prometheus.MustNewConstHistogram(desc, cum, math.Float64frombits(h.sumBits.Load()), buckets, rank)
 }

@@ -1,0 +1,230 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// nopSender drops frames after returning their buffers, so benchmarks measure the
+// dispatcher alone.
+type nopSender struct{}
+
+func (nopSender) Send(_ int, _ byte, body []byte, _ [][]byte) error {
+	wire.PutBuffer(body)
+	return nil
+}
+
+func benchDispatcher(b *testing.B, engines int) *Dispatcher {
+	d, err := New(Config{}, nopSender{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Close() })
+	for r := range engines {
+		d.EngineUp(r)
+	}
+	return d
+}
+
+// BenchmarkSubmit is Submit entry to the ADD handed to the Sender (validate, choose,
+// table insert, encode, send), 8 engines, up to 1024 live requests.
+func BenchmarkSubmit(b *testing.B) {
+	d := benchDispatcher(b, 8)
+	const window = 1024
+	ids := make([]string, window)
+	for i := range ids {
+		ids[i] = fmt.Sprint("cmpl-bench-", i)
+	}
+	req := mkReq("x")
+	streams := make([]*Stream, 0, window)
+	finish := make([]*wire.EngineCoreOutputs, 8)
+	for r := range finish {
+		finish[r] = batch(r)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req.RequestID = ids[i%window]
+		s, err := d.Submit(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams = append(streams, s)
+		if len(streams) == window {
+			b.StopTimer()
+			for _, f := range finish {
+				f.Outputs = f.Outputs[:0]
+			}
+			for _, s := range streams {
+				finish[s.Rank()].Outputs = append(finish[s.Rank()].Outputs, finOut(s.ID(), wire.FinishStop))
+			}
+			for r, f := range finish {
+				d.HandleOutputs(r, f)
+			}
+			streams = streams[:0]
+			b.StartTimer()
+		}
+	}
+}
+
+// BenchmarkRouteOutputs is HandleOutputs to the output read by Stream.Recv: 8 engines
+// with 256 live streams each; one op is one engine's step of 256 one-token outputs.
+func BenchmarkRouteOutputs(b *testing.B) {
+	const engines, perEngine = 8, 256
+	d := benchDispatcher(b, engines)
+	streams := make([][]*Stream, engines)
+	steps := make([]*wire.EngineCoreOutputs, engines)
+	ctx := context.Background()
+	for r := range engines {
+		steps[r] = batch(r)
+		for i := range perEngine {
+			id := fmt.Sprintf("cmpl-%d-%d", r, i)
+			s, err := d.Submit(ctx, pinned(id, int64(r)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			streams[r] = append(streams[r], s)
+			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		r := i % engines
+		d.HandleOutputs(r, steps[r])
+		for _, s := range streams[r] {
+			if _, err := s.Recv(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N*perEngine)/el.Seconds(), "outputs/s")
+	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*perEngine), "ns/output")
+}
+
+// BenchmarkRouteOutputsFunc is BenchmarkRouteOutputs for SubmitFunc callbacks.
+func BenchmarkRouteOutputsFunc(b *testing.B) {
+	const engines, perEngine = 8, 256
+	d := benchDispatcher(b, engines)
+	steps := make([]*wire.EngineCoreOutputs, engines)
+	var delivered atomic.Int64
+	deliver := func(int, *wire.EngineCoreOutput, error) { delivered.Add(1) }
+	for r := range engines {
+		steps[r] = batch(r)
+		for i := range perEngine {
+			id := fmt.Sprintf("cmpl-%d-%d", r, i)
+			if _, err := d.SubmitFunc(pinned(id, int64(r)), deliver); err != nil {
+				b.Fatal(err)
+			}
+			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		r := i % engines
+		d.HandleOutputs(r, steps[r])
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N*perEngine)/el.Seconds(), "outputs/s")
+	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*perEngine), "ns/output")
+}
+
+// BenchmarkLatency runs b.N requests at 10k requests/s over 8 in-process engines that
+// step every 10 ms (20 tokens per request, so about 256 live streams per engine) and
+// reports percentiles of the two spans the dispatcher owns: Submit entry to
+// Sender.Send entry, and the engine's HandleOutputs call to the reader's Recv
+// returning. Run it with -benchtime=30000x for a stable sample.
+func BenchmarkLatency(b *testing.B) {
+	s := newSim(b, Config{}, 8, func(e *simEngine) { e.step, e.stamp = 10*time.Millisecond, true })
+	var sentAt sync.Map
+	s.sender.sentAt = &sentAt
+
+	const rate = 10000 // requests per second, released every millisecond
+	permits := make(chan struct{}, rate)
+	stop := make(chan struct{})
+	var pacer sync.WaitGroup
+	pacer.Go(func() {
+		ticks := time.NewTicker(time.Millisecond)
+		defer ticks.Stop()
+		for {
+			select {
+			case <-ticks.C:
+				for range rate / 1000 {
+					select {
+					case permits <- struct{}{}:
+					default:
+					}
+				}
+			case <-stop:
+				return
+			}
+		}
+	})
+	defer func() { close(stop); pacer.Wait() }()
+
+	var mu sync.Mutex
+	var submitLat, deliverLat []time.Duration
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range 2048 { // 256 concurrent streams per engine
+		wg.Go(func() {
+			ctx := context.Background()
+			var mySubmit, myDeliver []time.Duration
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					break
+				}
+				<-permits
+				req := mkReq(fmt.Sprint("lat-", i))
+				req.Sampling.MaxTokens = wire.SomeInt(20)
+				t0 := time.Now()
+				st, err := s.d.Submit(ctx, req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if at, ok := sentAt.LoadAndDelete(req.RequestID); ok {
+					mySubmit = append(mySubmit, at.(time.Time).Sub(t0))
+				}
+				for {
+					o, err := st.Recv(ctx)
+					if err != nil {
+						break
+					}
+					myDeliver = append(myDeliver, time.Since(time.Unix(0, o.NumNaNsInLogits)))
+				}
+			}
+			mu.Lock()
+			submitLat = append(submitLat, mySubmit...)
+			deliverLat = append(deliverLat, myDeliver...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	report(b, "submit", submitLat)
+	report(b, "deliver", deliverLat)
+}
+
+func report(b *testing.B, name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/1e3, name+"-p50-µs")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds())/1e3, name+"-p99-µs")
+}

@@ -1,0 +1,73 @@
+package dispatcher
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+func TestMetrics(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newHarness(t, Config{Now: func() time.Time { return now }}, 0, 1)
+	h.d.Submit(context.Background(), pinned("a", 0))
+	h.d.Submit(context.Background(), pinned("b", 0))
+	now = now.Add(30 * time.Millisecond)
+	h.d.HandleOutputs(0, batch(0, tokOut("a", 1, 2), tokOut("b", 1)))
+	now = now.Add(20 * time.Millisecond)
+	h.d.HandleOutputs(0, batch(0, finOut("a", wire.FinishLength, 3)))
+
+	want := `
+# HELP switchyard_requests_in_flight Live requests this dispatcher has on the engine.
+# TYPE switchyard_requests_in_flight gauge
+switchyard_requests_in_flight{rank="0"} 1
+switchyard_requests_in_flight{rank="1"} 0
+# HELP switchyard_output_tokens_total Generated tokens received, by engine rank.
+# TYPE switchyard_output_tokens_total counter
+switchyard_output_tokens_total{rank="0"} 4
+switchyard_output_tokens_total{rank="1"} 0
+`
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want),
+		"switchyard_requests_in_flight", "switchyard_output_tokens_total"); err != nil {
+		t.Error(err)
+	}
+	if v := testutil.ToFloat64(h.d.m.requests.WithLabelValues("0", "length")); v != 1 {
+		t.Errorf("requests_total{rank=0,outcome=length} = %v", v)
+	}
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if hg := m.GetHistogram(); hg != nil && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "0" {
+				counts[mf.GetName()] = hg.GetSampleCount()
+			}
+		}
+	}
+	if counts["switchyard_time_to_first_token_seconds"] != 2 || counts["switchyard_inter_token_latency_seconds"] != 1 {
+		t.Errorf("histogram sample counts %v; want 2 first tokens and 1 inter-token gap", counts)
+	}
+	if n := testutil.CollectAndCount(h.d.m.dispatch); n != 1 {
+		t.Errorf("dispatch histogram has %d series", n)
+	}
+}
+
+func TestHistBatch(t *testing.T) {
+	var h latencyHist
+	var b histBatch
+	for _, v := range []float64{0.000001, 0.01, 0.01, 100} {
+		b.observe(v)
+	}
+	h.flush(&b)
+	if b.n != 0 {
+		t.Error("flush did not empty the batch")
+	}
+	if h.counts[0].Load() != 1 || h.counts[10].Load() != 2 || h.counts[numLatencyBuckets].Load() != 1 {
+		t.Errorf("bucket counts wrong: first %d, 0.01s %d, +Inf %d", h.counts[0].Load(), h.counts[10].Load(), h.counts[numLatencyBuckets].Load())
+	}
+}
