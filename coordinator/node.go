@@ -137,8 +137,12 @@ func (n *Node) Start(ctx context.Context) error {
 		n.goRun(n.readFront)
 		n.goRun(func() { n.write("publish", n.pub, n.pubq) })
 	}
+	pubAddr := ""
+	if n.pub != nil {
+		pubAddr = n.pub.Addr()
+	}
 	n.log.Info("coordinator: listening", "input", n.in.Addr(), "output", n.out.Addr(),
-		"publish", n.PublishAddress(), "engines", n.cfg.Engines, "waves", n.cfg.EnableWaves)
+		"publish", pubAddr, "engines", n.cfg.Engines, "waves", n.cfg.EnableWaves)
 	return nil
 }
 
