@@ -81,8 +81,10 @@ func (d *Dispatcher) abortOne(r *request, cause error, oc outcome, kick bool) {
 }
 
 // settle does the bookkeeping after r went terminal (outside r.mu): wake the reader,
-// stop watching its context, count it, and free its id, or, when the engine still
-// holds the request, queue the ABORT that frees it.
+// stop watching its context, count it and, when the engine still holds the request,
+// queue the ABORT that frees its id. A request the engine no longer holds has already
+// left the table (under r.mu, before any reader could see it end, so an id is free
+// again by the time its stream returns io.EOF).
 func (d *Dispatcher) settle(r *request, stop func() bool, oc outcome, abort, kick bool) {
 	r.wake()
 	if stop != nil {
@@ -95,8 +97,6 @@ func (d *Dispatcher) settle(r *request, stop func() bool, oc outcome, abort, kic
 		if kick {
 			d.kickAborter()
 		}
-	} else {
-		d.table.Delete(r.id)
 	}
 	d.noteIdle()
 }

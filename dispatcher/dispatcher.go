@@ -2,11 +2,14 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v4"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -131,30 +134,53 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	if err := validateRequest(req); err != nil {
 		return err
 	}
-	e, err := d.choose(req)
-	if err != nil {
-		return err
+	r.id, r.start = req.RequestID, start
+	// An engine that refuses the ADD (dead or stuck, and not yet reported down) costs
+	// an unpinned request nothing: nothing reached it, so try the next best engine.
+	var skipStack [8]*engine
+	skip := skipStack[:0]
+	var refused error
+	for {
+		e, err := d.choose(req, skip)
+		if err != nil {
+			if refused != nil && errors.Is(err, ErrNoEngines) {
+				return refused // every engine refused: report the last refusal
+			}
+			return err
+		}
+		retry, err := d.admit(req, r, e, start, ctx)
+		if !retry || req.DataParallelRank.Valid {
+			return err
+		}
+		refused = err
+		skip = append(skip, e)
 	}
-	r.id, r.eng, r.start = req.RequestID, e, start
+}
 
+// admit sends r's ADD to e. retry reports a failure that left no trace (e went down
+// or refused the frame), so another engine may be tried.
+func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, start time.Time,
+	ctx context.Context) (retry bool, err error) {
 	// r.mu is held until the ADD is handed to the Sender, so no abort of r (by id,
 	// EngineDown, Close, a cancelled context) can queue an ABORT ahead of its ADD.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.eng, r.done = e, false
 	e.inFlight.Add(1)
 	if _, dup := d.table.LoadOrStore(r.id, r); dup {
 		e.inFlight.Add(-1)
-		return &DuplicateRequestId{ID: r.id}
+		return false, &DuplicateRequestId{ID: r.id}
 	}
 	// Re-check after the insert: EngineDown or Close sweep the table only after
 	// flipping their flag, so either they see r or r sees the flag.
-	if !e.up.Load() || d.closed.Load() {
-		cause := ErrClosed
-		if !d.closed.Load() {
-			cause = &EngineDownError{Rank: e.rank, Cause: engineCause(e)}
-		}
+	if d.closed.Load() {
+		d.rollbackLocked(r, outcomeClosed)
+		return false, ErrClosed
+	}
+	if !e.up.Load() {
 		d.rollbackLocked(r, outcomeEngineDown)
-		return &RequestFailedError{ID: r.id, Rank: e.rank, Cause: cause}
+		return true, &RequestFailedError{ID: r.id, Rank: e.rank,
+			Cause: &EngineDownError{Rank: e.rank, Cause: engineCause(e)}}
 	}
 	e.admitted.Add(1)
 
@@ -169,21 +195,22 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	if err != nil {
 		wire.PutBuffer(body)
 		d.rollbackLocked(r, outcomeSendFailed)
-		return fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
+		return false, fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
 	}
 	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
 		d.rollbackLocked(r, outcomeSendFailed)
-		return &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
+		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
 	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
 	if ctx != nil && ctx.Done() != nil {
 		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })
 	}
-	return nil
+	return false, nil
 }
 
-// choose picks the engine for req: its pinned rank, or the policy's choice.
-func (d *Dispatcher) choose(req *wire.EngineCoreRequest) (*engine, error) {
+// choose picks the engine for req: its pinned rank, or the policy's choice among
+// the engines not in skip.
+func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine) (*engine, error) {
 	engs := d.engines.Load().list
 	var stack [32]Load
 	loads := stack[:0]
@@ -191,7 +218,11 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest) (*engine, error) {
 		loads = make([]Load, 0, len(engs))
 	}
 	for _, e := range engs {
-		loads = append(loads, e.load())
+		l := e.load()
+		if l.Ready && slices.Contains(skip, e) {
+			l.Ready = false
+		}
+		loads = append(loads, l)
 	}
 	if req.DataParallelRank.Valid {
 		i, err := pinRank(loads, req.DataParallelRank.Value)

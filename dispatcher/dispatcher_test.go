@@ -328,6 +328,28 @@ func TestSendFailureRollsBack(t *testing.T) {
 	}
 }
 
+func TestRefusedSendTriesAnotherEngine(t *testing.T) {
+	h := newHarness(t, Config{Policy: PolicyRoundRobin}, 0, 1, 2)
+	h.s.setFail(0, errors.New("engine rank 0 dead"))
+	h.s.setFail(1, errors.New("engine rank 1 stuck"))
+	for i := range 6 {
+		s, err := h.d.Submit(context.Background(), mkReq(fmt.Sprint(i)))
+		if err != nil || s.Rank() != 2 {
+			t.Fatalf("request %d: %v, %v; want rank 2, the one that takes frames", i, s, err)
+		}
+	}
+	// A pinned request is not moved.
+	if _, err := h.d.Submit(context.Background(), pinned("p", 0)); err == nil {
+		t.Error("a request pinned to a refusing engine was accepted")
+	}
+	h.s.setFail(2, errors.New("engine rank 2 stuck"))
+	_, err := h.d.Submit(context.Background(), mkReq("none"))
+	var rf *RequestFailedError
+	if !errors.As(err, &rf) || h.d.InFlight() != 6 {
+		t.Errorf("every engine refusing: %v (in flight %d)", err, h.d.InFlight())
+	}
+}
+
 func TestSlowConsumerIsAborted(t *testing.T) {
 	h := newHarness(t, Config{StreamBuffer: 2}, 0, 1)
 	slow, _ := h.d.Submit(context.Background(), pinned("slow", 0))

@@ -146,6 +146,7 @@ func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now tim
 		return
 	}
 	r.done = true
+	d.table.Delete(r.id)
 	stop := r.stopWatch
 	r.mu.Unlock()
 	d.settle(r, stop, finishOutcome(o.FinishReason), false, false)
@@ -160,6 +161,7 @@ func (d *Dispatcher) fail(r *request, cause error, oc outcome) {
 		return
 	}
 	r.done = true
+	d.table.Delete(r.id)
 	err := &RequestFailedError{ID: r.id, Rank: r.eng.rank, Cause: cause}
 	if r.deliver != nil {
 		r.deliver(r.eng.rank, nil, err)
