@@ -183,3 +183,18 @@ func TestEncodeEmptyRaw(t *testing.T) {
 		t.Errorf("empty kv_hints: %x %v", body, err)
 	}
 }
+
+// TestAppendIntsForms: the fast path writes the same smallest forms as appendInt.
+func TestAppendIntsForms(t *testing.T) {
+	v := []int64{0, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, -1, -32, -33, -129, -32769, -1 << 31, -1<<31 - 1, 1<<63 - 1, -1 << 63, 5}
+	for i := range v {
+		var want []byte
+		want = appendArrayHeader(want, len(v[i:]))
+		for _, x := range v[i:] {
+			want = appendInt(want, x)
+		}
+		if got := appendInts([]byte{}, v[i:]); string(got) != string(want) {
+			t.Errorf("from %d: got %x want %x", i, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package wire
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 func appendNil(b []byte) []byte { return append(b, 0xc0) }
@@ -160,12 +161,39 @@ func appendRaw(b []byte, v Raw) []byte {
 	return append(b, v...)
 }
 
+// appendInts writes [int]. Token-id lists dominate ADD bodies, so it reserves room
+// for the common forms (up to uint32, 5 bytes) once and stores without append's
+// per-element capacity checks; negative or larger values take the general path.
 func appendInts(b []byte, v []int64) []byte {
 	b = appendArrayHeader(b, len(v))
-	for _, x := range v {
-		b = appendInt(b, x)
+	b = slices.Grow(b, 5*len(v))
+	n := len(b)
+	b = b[:cap(b)]
+	for i, x := range v {
+		u := uint64(x)
+		switch {
+		case u <= 0x7f:
+			b[n] = byte(u)
+			n++
+		case u <= 0xff:
+			b[n], b[n+1] = 0xcc, byte(u)
+			n += 2
+		case u <= 0xffff:
+			b[n], b[n+1], b[n+2] = 0xcd, byte(u>>8), byte(u)
+			n += 3
+		case u <= 0xffffffff:
+			_ = b[n+4]
+			b[n], b[n+1], b[n+2], b[n+3], b[n+4] = 0xce, byte(u>>24), byte(u>>16), byte(u>>8), byte(u)
+			n += 5
+		default:
+			b = b[:n]
+			for _, x := range v[i:] {
+				b = appendInt(b, x)
+			}
+			return b
+		}
 	}
-	return b
+	return b[:n]
 }
 
 func appendStrs(b []byte, v []string) []byte {
