@@ -25,6 +25,9 @@ type Config struct {
 	MockEngines int
 	// EngineTransport is "ipc" or "tcp" for the engine input/output sockets.
 	EngineTransport string
+	// EngineBindHost is the host the tcp engine sockets bind and advertise in INIT;
+	// engines on other hosts must be able to reach it.
+	EngineBindHost string
 	// MockStep and MockTokensPerStep shape the built-in mock engines.
 	MockStep          time.Duration
 	MockTokensPerStep int
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		DataParallelSize:  1,
 		MockEngines:       2,
 		EngineTransport:   "ipc",
+		EngineBindHost:    "127.0.0.1",
 		MockStep:          5 * time.Millisecond,
 		MockTokensPerStep: 1,
 		HTTPAddress:       "127.0.0.1:8000",
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.EngineTransport != "ipc" && c.EngineTransport != "tcp" {
 		return bad("engine-transport", "want ipc or tcp, got %q", c.EngineTransport)
+	}
+	if c.EngineTransport == "tcp" && c.EngineBindHost == "" {
+		return bad("engine-bind-host", "required with --engine-transport tcp")
 	}
 	if c.MockStep <= 0 {
 		return bad("step-ms", "must be positive")

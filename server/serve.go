@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		fcfg.HandshakeAddress = cfg.HandshakeAddress
 	}
 	fcfg.EngineTransport = cfg.EngineTransport
+	fcfg.BindHost = cfg.EngineBindHost
 	fcfg.DataParallelSize = ranks
 	if s.node != nil {
 		fcfg.CoordinatorInput, fcfg.CoordinatorOutput = s.node.InputAddress(), s.node.OutputAddress()

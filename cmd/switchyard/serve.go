@@ -39,6 +39,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine-transport", Category: "engines", Value: def.EngineTransport,
 				Usage:   "transport of the engine-facing input/output sockets: ipc (same host) or tcp",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_TRANSPORT")},
+			&cli.StringFlag{Name: "engine-bind-host", Category: "engines", Value: def.EngineBindHost,
+				Usage:   "with --engine-transport tcp: the host the engine input/output sockets bind and hand to engines; engines on other hosts must reach it",
+				Sources: cli.EnvVars("SWITCHYARD_ENGINE_BIND_HOST")},
 			&cli.FloatFlag{Name: "step-ms", Category: "mock engines", Value: durationMS(def.MockStep),
 				Usage: "milliseconds between two steps of the built-in mock engines (fractions allowed)"},
 			&cli.IntFlag{Name: "tokens-per-step", Category: "mock engines", Value: def.MockTokensPerStep,
@@ -85,6 +88,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.DataParallelSize = cmd.Int("data-parallel-size")
 	cfg.MockEngines = cmd.Int("mock-engines")
 	cfg.EngineTransport = cmd.String("engine-transport")
+	cfg.EngineBindHost = cmd.String("engine-bind-host")
 	cfg.MockStep = msDuration(cmd.Float("step-ms"))
 	cfg.MockTokensPerStep = cmd.Int("tokens-per-step")
 	cfg.HTTPAddress = cmd.String("http-address")
