@@ -111,6 +111,7 @@ func BenchmarkEncodeOutputs256(b *testing.B) {
 // ---- the same through vmihailenco/msgpack/v5 reflection ----
 
 type vmOutput struct {
+	//lint:ignore U1000 read by vmihailenco through reflection
 	_msgpack                 struct{} `msgpack:",as_array"`
 	RequestID                string
 	NewTokenIDs              []int64
@@ -132,6 +133,7 @@ type vmOutput struct {
 }
 
 type vmOutputs struct {
+	//lint:ignore U1000 read by vmihailenco through reflection
 	_msgpack         struct{} `msgpack:",as_array"`
 	EngineIndex      int64
 	Outputs          []vmOutput
@@ -156,6 +158,7 @@ type vmSampling struct {
 }
 
 type vmAdd struct {
+	//lint:ignore U1000 read by vmihailenco through reflection
 	_msgpack              struct{} `msgpack:",as_array"`
 	RequestID             string
 	PromptTokenIDs        []int64

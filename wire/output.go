@@ -46,6 +46,24 @@ type StopReason struct {
 	Text  string
 }
 
+// StopOnToken is the stop reason of a stop_token_ids hit.
+func StopOnToken(id int64) StopReason { return StopReason{Kind: StopReasonToken, Token: id} }
+
+// StopOnText is the stop reason of a stop-string hit.
+func StopOnText(s string) StopReason { return StopReason{Kind: StopReasonText, Text: s} }
+
+// Value returns the stop reason as the OpenAI API reports it: nil, an int64 token
+// id or a string (for a JSON encoder; not for the hot path).
+func (s StopReason) Value() any {
+	switch s.Kind {
+	case StopReasonToken:
+		return s.Token
+	case StopReasonText:
+		return s.Text
+	}
+	return nil
+}
+
 // StopReasonKind says which member of StopReason is set.
 type StopReasonKind uint8
 
@@ -54,6 +72,13 @@ const (
 	StopReasonNone StopReasonKind = iota
 	StopReasonToken
 	StopReasonText
+)
+
+// Engine event types (EngineCoreEventType).
+const (
+	EventQueued    int64 = 1
+	EventScheduled int64 = 2
+	EventPreempted int64 = 3
 )
 
 // EngineCoreEvent is {"type": int, "timestamp": float}: 1 QUEUED, 2 SCHEDULED, 3 PREEMPTED.

@@ -50,6 +50,13 @@ type SamplingParams struct {
 	Unknown []RawField
 }
 
+// SamplingParams.OutputKind values (RequestOutputKind).
+const (
+	OutputCumulative int64 = 0
+	OutputDelta      int64 = 1
+	OutputFinalOnly  int64 = 2
+)
+
 // RawField is one map entry kept undecoded.
 type RawField struct {
 	Key   string

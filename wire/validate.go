@@ -284,6 +284,15 @@ func eachEntry(m Raw, f func(k string, r *reader)) {
 	}
 }
 
+// CheckPromptLen rejects a prompt longer than the engine's max_model_len (from its
+// registration), which vLLM's Python frontend refuses before sending.
+func (q *EngineCoreRequest) CheckPromptLen(maxModelLen int64) error {
+	if int64(len(q.PromptTokenIDs)) > maxModelLen {
+		return invalid("prompt_token_ids", "prompt of "+itoa(len(q.PromptTokenIDs))+" tokens is longer than max_model_len "+itoa(int(maxModelLen)))
+	}
+	return nil
+}
+
 // Validate checks a request before it is encoded and sent: the fields the engine
 // types strictly, the sampling parameters, and every Raw field's well-formedness.
 func (q *EngineCoreRequest) Validate() error {
@@ -329,6 +338,8 @@ func (q *EngineCoreRequest) Validate() error {
 			return invalid("lora_request.lora_name", "must not be empty")
 		case l.IntID < 1:
 			return invalid("lora_request.lora_int_id", "must be > 0")
+		case l.Path == "":
+			return invalid("lora_request.lora_path", "must not be empty")
 		}
 		if err := checkRaw("lora_request.tensorizer_config_dict", l.TensorizerConfigDict, kindMap); err != nil {
 			return err

@@ -91,7 +91,8 @@ func TestValidate(t *testing.T) {
 		{"data_parallel_rank", func(q *EngineCoreRequest) { q.DataParallelRank = SomeInt(-1) }},
 		{"mm_features", func(q *EngineCoreRequest) { q.MMFeatures = Raw{0x92, 0x01} }},
 		{"kv_hints", func(q *EngineCoreRequest) { q.KVHints = Raw{0x90} }},
-		{"lora_request.lora_int_id", func(q *EngineCoreRequest) { q.LoRA = &LoRARequest{Name: "a"} }},
+		{"lora_request.lora_int_id", func(q *EngineCoreRequest) { q.LoRA = &LoRARequest{Name: "a", Path: "/p"} }},
+		{"lora_request.lora_path", func(q *EngineCoreRequest) { q.LoRA = &LoRARequest{Name: "a", IntID: 1} }},
 		{"sampling_params.n", func(q *EngineCoreRequest) { q.Sampling.N = 2 }},
 		{"sampling_params.presence_penalty", func(q *EngineCoreRequest) { q.Sampling.PresencePenalty = 2.5 }},
 		{"sampling_params.frequency_penalty", func(q *EngineCoreRequest) { q.Sampling.FrequencyPenalty = math.NaN() }},
@@ -152,4 +153,35 @@ func mapForTest(m map[string]int64) Raw {
 		b = appendInt(appendStr(b, k), v)
 	}
 	return b
+}
+
+func TestCheckPromptLen(t *testing.T) {
+	q := goodRequest()
+	if q.CheckPromptLen(3) != nil || q.CheckPromptLen(2) == nil {
+		t.Error("prompt of 3 tokens: max_model_len 3 must pass, 2 must fail")
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	for _, tt := range []struct {
+		rank int
+		b    []byte
+	}{{0, []byte{0, 0}}, {1, []byte{1, 0}}, {256, []byte{0, 1}}, {65535, []byte{0xff, 0xff}}} {
+		id := IdentityOf(tt.rank)
+		if string(id.Bytes()) != string(tt.b) || id.Rank() != tt.rank {
+			t.Errorf("rank %d: %x", tt.rank, id.Bytes())
+		}
+		if p, ok := ParseIdentity(tt.b); !ok || p != id {
+			t.Errorf("parse %x", tt.b)
+		}
+	}
+	if _, ok := ParseIdentity([]byte{1}); ok {
+		t.Error("1-byte identity accepted")
+	}
+}
+
+func TestStopReasonValue(t *testing.T) {
+	if StopOnToken(13).Value() != int64(13) || StopOnText("x").Value() != "x" || (StopReason{}).Value() != nil {
+		t.Error("StopReason.Value")
+	}
 }
