@@ -1,0 +1,261 @@
+package coordinator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+const python = "/usr/bin/python3"
+
+// pyPeer is a Python (pyzmq) process from testdata driven by JSON lines:
+// commands on stdin, events on stdout.
+type pyPeer struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan map[string]any
+}
+
+func needPython(t *testing.T) {
+	t.Helper()
+	if err := exec.Command(python, "-c", "import zmq, msgpack").Run(); err != nil {
+		t.Skipf("python3 with zmq and msgpack not available: %v", err)
+	}
+}
+
+func startPy(t *testing.T, script string, args ...string) *pyPeer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, python, append([]string{"testdata/" + script}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &pyPeer{cmd: cmd, stdin: stdin, events: make(chan map[string]any, 64)}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("%s: bad event %q", script, sc.Text())
+				continue
+			}
+			p.events <- ev
+		}
+	}()
+	t.Cleanup(func() {
+		p.send(t, map[string]any{"cmd": "exit"})
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { <-scanned; done <- cmd.Wait() }()
+		timer := time.NewTimer(waitTimeout)
+		defer timer.Stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s exited: %v\n%s", script, err, stderr.String())
+			}
+		case <-timer.C:
+			cancel() // kills the process; Wait then returns
+			<-done
+			t.Errorf("%s did not exit\n%s", script, stderr.String())
+		}
+		cancel()
+	})
+	return p
+}
+
+func (p *pyPeer) send(t *testing.T, cmd map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(cmd)
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		t.Logf("python stdin: %v", err)
+	}
+}
+
+// expect returns the next event, which must be of kind ev.
+func (p *pyPeer) expect(t *testing.T, ev string) map[string]any {
+	t.Helper()
+	got := recvWithin(t, p.events, "python event "+ev)
+	if got["event"] != ev {
+		t.Fatalf("python event = %v, want %q", got, ev)
+	}
+	return got
+}
+
+// wantStartWave checks a START_DP_WAVE as the Python engine decoded it
+// (exclude -1 = nil). JSON numbers arrive as float64.
+func wantStartWave(t *testing.T, ev map[string]any, wave, exclude int) {
+	t.Helper()
+	var gotExclude = -1
+	if x, ok := ev["exclude"].(float64); ok {
+		gotExclude = int(x)
+	}
+	if ev["wave"] != float64(wave) || gotExclude != exclude {
+		t.Fatalf("START_DP_WAVE = %v, want wave %d exclude %d", ev, wave, exclude)
+	}
+}
+
+// Python engines subscribe over XSUB and block until READY exactly as
+// vLLM's input thread does; they report msgspec-shaped stats, start_wave and
+// wave_complete, and decode START_DP_WAVE.
+func TestPythonEngineInterop(t *testing.T) {
+	needPython(t)
+	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
+		load := make(loadRec, 16)
+		n, _ := startNode(t, ep, 2, true, load)
+		var engines []*pyPeer
+		for r := range 2 {
+			e := startPy(t, "engine.py", n.InputAddress(), n.OutputAddress(), itoa64(int64(r)))
+			e.expect(t, "ready")
+			n.EngineReady(r)
+			engines = append(engines, e)
+		}
+		front := subscribeFront(t, n.PublishAddress())
+
+		engines[1].send(t, map[string]any{"cmd": "stats", "waiting": 4, "running": 2, "kv": 0.75})
+		if got, want := recvWithin(t, load, "load"), (loadObs{1, 4, 2, 0.75}); got != want {
+			t.Fatalf("ObserveLoad = %+v, want %+v", got, want)
+		}
+
+		if w := n.OnAdd(0); w != 0 {
+			t.Fatalf("OnAdd = %d", w)
+		}
+		for _, e := range engines {
+			wantStartWave(t, e.expect(t, "start_dp_wave"), 0, 0)
+		}
+		engines[0].send(t, map[string]any{"cmd": "wave_complete", "wave": 0})
+		front.waitPublish(t, "wave 1 paused", waveIs(1, false))
+		engines[1].send(t, map[string]any{"cmd": "start_wave", "wave": 3})
+		for _, e := range engines {
+			wantStartWave(t, e.expect(t, "start_dp_wave"), 3, 1)
+		}
+		front.waitPublish(t, "wave 3 running", waveIs(3, true))
+	})
+}
+
+// rust-peer 5.1 items 37-39 against a Python XPUB standing in for vLLM's
+// coordinator: the XPUB sees the subscription, publishes set the wave and the
+// load, one FIRST_REQ [identity, wave] per paused period, none while running.
+func TestExternalCoordinator(t *testing.T) {
+	needPython(t)
+	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
+		bind := ep("coord")
+		if strings.HasPrefix(bind, "tcp://") {
+			bind = "tcp://127.0.0.1:*"
+		}
+		py := startPy(t, "coordinator.py", bind)
+		addr := py.expect(t, "bound")["address"].(string)
+
+		load := make(loadRec, 16)
+		cfg := DefaultExternalConfig()
+		cfg.StatsAddress = addr
+		x, err := NewExternal(cfg, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Start(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		py.expect(t, "subscribed") // item 37
+
+		publish := func(counts [][]float64, wave int, running bool) {
+			var c any
+			if counts != nil {
+				c = counts
+			}
+			py.send(t, map[string]any{"cmd": "publish", "counts": c, "wave": wave, "running": running})
+		}
+		// Item 38: wave 7, paused; counts reach the load sink.
+		publish([][]float64{{11, 3, 0.5}}, 7, false)
+		if got, want := recvWithin(t, load, "load"), (loadObs{0, 11, 3, 0.5}); got != want {
+			t.Fatalf("ObserveLoad = %+v, want %+v", got, want)
+		}
+		for _, rank := range []int{0, 1, 0} {
+			if w := x.OnAdd(rank); w != 7 {
+				t.Fatalf("OnAdd stamped %d, want 7", w)
+			}
+		}
+		fr := py.expect(t, "first_req")
+		if fr["engine"] != "0000" || fr["wave"] != float64(7) {
+			t.Fatalf("FIRST_REQ = %v, want engine 0000 wave 7", fr)
+		}
+		// Item 39: running suppresses the wake-up.
+		publish([][]float64{{1, 1, 0}}, 5, true)
+		recvWithin(t, load, "load")
+		if w, r := x.Wave(); w != 5 || !r {
+			t.Fatalf("Wave() = (%d, %v), want (5, true)", w, r)
+		}
+		if w := x.OnAdd(0); w != 5 {
+			t.Fatalf("OnAdd stamped %d, want 5", w)
+		}
+		// A new paused wave: the next FIRST_REQ the coordinator sees must be
+		// this one, proving nothing was sent for the burst above or while
+		// running.
+		publish([][]float64{{0, 0, 0}}, 8, false)
+		recvWithin(t, load, "load")
+		if w := x.OnAdd(1); w != 8 {
+			t.Fatalf("OnAdd stamped %d, want 8", w)
+		}
+		fr = py.expect(t, "first_req")
+		if fr["engine"] != "0100" || fr["wave"] != float64(8) {
+			t.Fatalf("FIRST_REQ = %v, want engine 0100 wave 8", fr)
+		}
+		// A wave-only publish (counts nil) does not touch the load.
+		publish(nil, 9, true)
+		publish([][]float64{{2, 2, 0}}, 9, true)
+		if got := recvWithin(t, load, "load"); got.waiting != 2 {
+			t.Fatalf("ObserveLoad = %+v after a counts-less publish", got)
+		}
+	})
+}
+
+// Several switchyard API servers can share one in-process coordinator: an
+// External following a Node's front publisher stamps its wave and its
+// FIRST_REQ (identity as bin) wakes the engines with the target excluded.
+func TestExternalFollowsNode(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
+		n, _ := startNode(t, ep, 2, true, nil)
+		engines := startEngines(t, n, 2)
+		load := make(loadRec, 64)
+		cfg := DefaultExternalConfig()
+		cfg.StatsAddress = n.PublishAddress()
+		x, err := NewExternal(cfg, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Start(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		recvWithin(t, load, "first publish") // subscription is live
+		if w := x.OnAdd(1); w != 0 {
+			t.Fatalf("OnAdd = %d", w)
+		}
+		want := wire.StartDPWave{Wave: 0, Exclude: wire.SomeInt(1)}
+		for _, e := range engines {
+			if got := e.nextWave(t); got != want {
+				t.Fatalf("engine %d got %+v, want %+v", e.rank, got, want)
+			}
+		}
+	})
+}
