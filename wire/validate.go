@@ -79,6 +79,9 @@ func (p *SamplingParams) Normalize() {
 	}
 	slices.Sort(all)
 	p.AllStopTokenIDs = slices.Compact(all)
+	if len(p.AllStopTokenIDs) == 0 {
+		p.AllStopTokenIDs = nil // the empty set, as a decode gives it
+	}
 	if p.IgnoreEOS {
 		p.EOSTokenID = OptInt{}
 	}

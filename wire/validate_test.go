@@ -185,3 +185,27 @@ func TestStopReasonValue(t *testing.T) {
 		t.Error("StopReason.Value")
 	}
 }
+
+// TestNormalizeFixedPointOnPython: what vLLM's Python frontend sent is already
+// normalized, so Normalize leaves it unchanged (and Validate accepts those with EOS).
+func TestNormalizeFixedPointOnPython(t *testing.T) {
+	for _, f := range loadGolden(t) {
+		switch f.Name {
+		case "add_minimal_python_shape", "add_rich_sampling", "add_default_sampling", "add_ignore_eos", "add_short_9_fields":
+		default:
+			continue
+		}
+		var q EngineCoreRequest
+		if err := DecodeAdd(f.frames[1:], &q); err != nil {
+			t.Fatal(err)
+		}
+		p := *q.Sampling
+		p.Normalize()
+		if d := cmp.Diff(*q.Sampling, p); d != "" {
+			t.Errorf("%s: Normalize changed Python's params (-python +normalized):\n%s", f.Name, d)
+		}
+		if err := q.Validate(); err != nil && f.Name != "add_default_sampling" {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+	}
+}
