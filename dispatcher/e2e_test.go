@@ -39,7 +39,7 @@ func (a *adapter) poke() {
 }
 
 // waitEngines blocks until cond holds for the dispatcher's view of the engines.
-func (a *adapter) waitEngines(t *testing.T, what string, cond func([]dispatcher.EngineStatus) bool) {
+func (a *adapter) waitEngines(t testing.TB, what string, cond func([]dispatcher.EngineStatus) bool) {
 	t.Helper()
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
@@ -71,25 +71,40 @@ type stack struct {
 	d  *dispatcher.Dispatcher
 	f  *frontend.Frontend
 	a  *adapter
+	ts *timedSender // set when stackOpts.timed
+}
+
+type stackOpts struct {
+	faults map[int]mockengine.Faults // injected into those ranks
+	timed  bool                      // time ADDs and stamp output arrival (benchmarks)
 }
 
 // newStack wires dispatcher, frontend and dp mock engines over engineTransport.
-// faults[rank], when present, is injected into that engine.
-func newStack(t *testing.T, engineTransport string, dp int, faults map[int]mockengine.Faults) *stack {
+func newStack(t testing.TB, engineTransport string, dp int, o stackOpts) *stack {
 	t.Helper()
 	ls := &lateSender{}
-	d, err := dispatcher.New(dispatcher.Config{}, ls)
+	var sender dispatcher.Sender = ls
+	st := &stack{}
+	if o.timed {
+		st.ts = &timedSender{next: ls}
+		sender = st.ts
+	}
+	d, err := dispatcher.New(dispatcher.Config{}, sender)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &adapter{d: d, ch: make(chan struct{})}
+	var h frontend.Handler = a
+	if o.timed {
+		h = stampingAdapter{a}
+	}
 	fcfg := frontend.DefaultConfig()
 	fcfg.HandshakeAddress = "tcp://127.0.0.1:0"
 	fcfg.EngineTransport = engineTransport
 	fcfg.IPCDir = t.TempDir()
 	fcfg.DataParallelSize = dp
 	fcfg.PhaseTimeout = 20 * time.Second
-	f, err := frontend.New(fcfg, a)
+	f, err := frontend.New(fcfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +125,7 @@ func newStack(t *testing.T, engineTransport string, dp int, faults map[int]mocke
 		mc.HandshakeAddress = f.HandshakeAddress()
 		mc.Rank, mc.DataParallelSize = r, dp
 		mc.StepInterval = 2 * time.Millisecond
-		mc.Faults = faults[r]
+		mc.Faults = o.faults[r]
 		mocks.Go(func() { _ = mockengine.Run(ctx, mc) })
 	}
 	a.waitEngines(t, "every engine up", func(st []dispatcher.EngineStatus) bool {
@@ -122,7 +137,8 @@ func newStack(t *testing.T, engineTransport string, dp int, faults map[int]mocke
 		}
 		return up == dp
 	})
-	return &stack{d: d, f: f, a: a}
+	st.d, st.f, st.a = d, f, a
+	return st
 }
 
 func forEachTransport(t *testing.T, body func(t *testing.T, tr string)) {
@@ -197,7 +213,7 @@ func expected(id string, n int) []int64 {
 
 func TestE2E10kRequestsOver4Engines(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
-		st := newStack(t, tr, 4, nil)
+		st := newStack(t, tr, 4, stackOpts{})
 		const n = 10000
 		res := drive(t, st.d, "req-", n, 256)
 		perRank := make([]int, 4)
@@ -225,7 +241,7 @@ func TestE2E10kRequestsOver4Engines(t *testing.T) {
 
 func TestE2EExplicitRanks(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
-		st := newStack(t, tr, 4, nil)
+		st := newStack(t, tr, 4, stackOpts{})
 		ctx := context.Background()
 		var streams []*dispatcher.Stream
 		for i := range 40 {
@@ -270,7 +286,7 @@ func TestE2EExplicitRanks(t *testing.T) {
 
 func TestE2EEngineKilledMidRun(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
-		st := newStack(t, tr, 4, map[int]mockengine.Faults{2: {DieAfterSteps: 40}})
+		st := newStack(t, tr, 4, stackOpts{faults: map[int]mockengine.Faults{2: {DieAfterSteps: 40}}})
 		res := drive(t, st.d, "kill-", 4000, 256)
 		failed := 0
 		for i, r := range res {
@@ -299,7 +315,7 @@ func TestE2EEngineKilledMidRun(t *testing.T) {
 
 func TestE2EAbortThenReuseID(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
-		st := newStack(t, tr, 2, nil)
+		st := newStack(t, tr, 2, stackOpts{})
 		for round := range 50 {
 			ctx, cancel := context.WithCancel(context.Background())
 			req := request("reused", 1000)
@@ -347,7 +363,7 @@ func TestE2EAbortThenReuseID(t *testing.T) {
 
 func TestE2EUtility(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
-		st := newStack(t, tr, 3, nil)
+		st := newStack(t, tr, 3, stackOpts{})
 		res, err := st.d.CallUtility(context.Background(), "is_sleeping")
 		if err != nil {
 			t.Fatal(err)
