@@ -33,7 +33,7 @@ func seedBodies(f *testing.F, prefixes ...string) {
 // auxFrames gives fuzzed outputs/ADDs some aux frames to point into.
 var auxFrames = [][]byte{bytes.Repeat([]byte{1}, 300), bytes.Repeat([]byte{2}, 40)}
 
-var fuzzOpts = cmp.Options{cmpopts.IgnoreFields(Tensor{}, "AuxIndex"), cmpopts.EquateEmpty()}
+var fuzzOpts = cmp.Options{cmpopts.IgnoreFields(Tensor{}, "AuxIndex"), cmpopts.EquateEmpty(), cmpopts.EquateNaNs()}
 
 func FuzzDecodeAdd(f *testing.F) {
 	seedBodies(f, "add_")
