@@ -26,6 +26,9 @@ import (
 
 var binary string // the switchyard binary under test
 
+// buildFlags are extra `go build` flags for the binary (race_test.go adds -race).
+var buildFlags []string
+
 // httpc keeps no idle connections, so no client goroutine outlives a test (goleak).
 var httpc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
@@ -36,7 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "switchyard")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/switchyard")
+	args := append(append([]string{"build"}, buildFlags...), "-o", binary, "./cmd/switchyard")
+	build := exec.Command("go", args...)
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

@@ -11,7 +11,7 @@ import (
 
 // The README quickstart: `switchyard serve` alone, then curl, plain and streaming.
 func TestEmbeddedDefaultHTTP(t *testing.T) {
-	s := startServe(t)
+	s := startServe(t, "--bootstrap-address", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if line := s.waitLog("no --handshake-address: started built-in mock engines (the embedded default; point real engines at --handshake-address instead)", time.Second); line["mock_engines"] != 2.0 {
@@ -80,11 +80,21 @@ func TestEmbeddedDefaultHTTP(t *testing.T) {
 	if len(engines) != 2 || engines[0].Identity != "0000" || engines[1].Identity != "0100" || !engines[0].Ready || !engines[1].Ready {
 		t.Errorf("/v1/engines: %+v", engines)
 	}
+	// The embedded bootstrap registry answers vLLM's query on its own port.
+	boot := s.waitLog("bootstrap registry serving", time.Second)["address"].(string)
+	resp, err = httpc.Get("http://" + boot + "/query")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("bootstrap /query: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
 	_, metrics := s.get(t, "/metrics")
 	for _, name := range []string{
-		"switchyard_requests_total", "switchyard_dispatch_latency_seconds",
+		"switchyard_requests_total", "switchyard_requests_in_flight", "switchyard_dispatch_latency_seconds",
 		"switchyard_time_to_first_token_seconds", "switchyard_inter_token_latency_seconds",
-		"switchyard_output_tokens_total", "switchyard_http_requests_total",
+		"switchyard_output_tokens_total", "switchyard_engine_up", "switchyard_coordinator_wave",
+		"switchyard_frontend_engines", "switchyard_registry_", "switchyard_http_requests_total",
 	} {
 		if !strings.Contains(string(metrics), name) {
 			t.Errorf("/metrics lacks %s", name)

@@ -2,8 +2,10 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -311,4 +313,43 @@ func TestBodyLimit(t *testing.T) {
 		t.Errorf("status %d: %s", rec.Code, rec.Body)
 	}
 	f.noAdds(t)
+}
+
+// An engine that dies fails only its requests: 500 for a plain request, an error
+// chunk and event (then [DONE]) for a stream.
+func TestEngineDownFailsRequest(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) {
+			f, ts := newTestAPI(t, 1)
+			f.hold.Store(true)
+			body := `{"prompt": [1], "max_tokens": 50}`
+			if stream {
+				body = `{"prompt": [1], "max_tokens": 50, "stream": true}`
+			}
+			type answer struct {
+				code int
+				body []byte
+			}
+			res := make(chan answer, 1)
+			go func() {
+				resp, b := post(t, ts, body)
+				res <- answer{resp.StatusCode, b}
+			}()
+			<-f.adds
+			f.d.EngineDown(0, errors.New("killed"))
+			a := <-res
+			if !stream {
+				if a.code != 500 || !strings.Contains(string(a.body), "engine rank 0 is down") {
+					t.Errorf("plain: %d %s", a.code, a.body)
+				}
+				return
+			}
+			events := readSSE(t, bytes.NewReader(a.body))
+			if a.code != 200 || len(events) < 3 || events[len(events)-1] != "[DONE]" ||
+				!strings.Contains(events[len(events)-3], `"finish_reason":"error"`) ||
+				!strings.Contains(events[len(events)-2], `"error":{`) {
+				t.Errorf("stream: %d %q", a.code, events)
+			}
+		})
+	}
 }

@@ -110,6 +110,11 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			// A signal during start: nothing was serving yet; that is a clean stop.
+			log.Info("stopped during start", "err", err)
+			return nil
+		}
 		return err
 	}
 	select {

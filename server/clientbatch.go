@@ -1,0 +1,257 @@
+package server
+
+// The output side of the client protocol: per-(client, rank) batches filled by the
+// dispatcher's callbacks, sealed per engine message, and the one writer goroutine.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// deliver runs on the dispatcher's goroutines under the request's lock: it copies the
+// output into the client's open batch for rank and never blocks. A normal output waits
+// for EndBatch; an ending without a final output is sealed at once.
+func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.EngineCoreOutput, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.gone {
+		return
+	}
+	b := c.open[rank]
+	if b == nil {
+		b = &wire.EngineCoreOutputs{EngineIndex: int64(rank)}
+		c.open[rank] = b
+		s.dirty[rank] = append(s.dirty[rank], c)
+	}
+	if err == nil {
+		b.Outputs = append(b.Outputs, copyOutput(userID, out))
+		c.queued++
+		if out.Finished() {
+			delete(c.reqs, userID)
+			b.FinishedRequests = append(b.FinishedRequests, userID)
+		}
+		if c.queued > s.cfg.MaxQueued {
+			s.slowClientLocked(c)
+		}
+		return
+	}
+	// The request ended without a final output: synthesise one so a client that
+	// only understands outputs sees it end, then say why.
+	delete(c.reqs, userID)
+	reason := wire.FinishError
+	if errors.Is(err, dispatcher.ErrAborted) || errors.Is(err, dispatcher.ErrClosed) {
+		reason = wire.FinishAbort
+	}
+	b.Outputs = append(b.Outputs, wire.EngineCoreOutput{RequestID: userID, NewTokenIDs: []int64{}, FinishReason: reason})
+	b.FinishedRequests = append(b.FinishedRequests, userID)
+	c.queued++
+	s.sealLocked(c, rank)
+	if !errors.Is(err, dispatcher.ErrAborted) { // a client's own abort needs no explanation
+		typ, msg, ranks := s.classify(err)
+		s.queueLocked(outMsg{to: c.id, err: &clientError{RequestID: userID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
+	}
+	s.kickLocked()
+}
+
+// EndBatch seals every client batch that rank's last engine message filled. The
+// adapter calls it after dispatcher.HandleOutputs returns.
+func (s *ClientServer) EndBatch(rank int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.dirty[rank]) == 0 {
+		return
+	}
+	for _, c := range s.dirty[rank] {
+		s.sealLocked(c, rank)
+	}
+	s.kickLocked()
+}
+
+// sealLocked moves c's open batch of rank to the writer queue. Caller holds s.mu.
+func (s *ClientServer) sealLocked(c *client, rank int) {
+	b := c.open[rank]
+	if b == nil {
+		return
+	}
+	delete(c.open, rank)
+	d := s.dirty[rank]
+	for i, x := range d {
+		if x == c {
+			d[i] = d[len(d)-1]
+			s.dirty[rank] = d[:len(d)-1]
+			break
+		}
+	}
+	if len(b.Outputs) > 0 && !c.gone {
+		s.queueLocked(outMsg{to: c.id, outs: b})
+	}
+}
+
+func (s *ClientServer) queueLocked(m outMsg) { s.ready = append(s.ready, m) }
+
+func (s *ClientServer) kickLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// slowClientLocked drops a client that stopped reading: its queue is discarded and
+// its requests aborted (their callbacks then find it gone). Caller holds s.mu.
+func (s *ClientServer) slowClientLocked(c *client) {
+	s.log.Warn("client protocol: client does not read its outputs; aborting its requests", "client", c.idHex, "queued", c.queued)
+	ids := s.forgetLocked(c)
+	go s.d.Abort(ids...) // not under the request lock that deliver runs in
+}
+
+// forgetLocked marks c gone, drops its queued messages and returns its engine ids.
+func (s *ClientServer) forgetLocked(c *client) []string {
+	c.gone = true
+	delete(s.clients, string(c.id))
+	ids := make([]string, 0, len(c.reqs))
+	for _, eid := range c.reqs {
+		ids = append(ids, eid)
+	}
+	clear(c.reqs)
+	for rank := range c.open {
+		s.sealLocked(c, rank)
+	}
+	kept := s.ready[:0]
+	for _, m := range s.ready {
+		if string(m.to) != string(c.id) {
+			kept = append(kept, m)
+		}
+	}
+	clear(s.ready[len(kept):])
+	s.ready = kept
+	return ids
+}
+
+// clientGone aborts every live request of a client that disappeared.
+func (s *ClientServer) clientGone(id []byte, why string) {
+	s.mu.Lock()
+	c := s.clients[string(id)]
+	if c == nil {
+		s.mu.Unlock()
+		return
+	}
+	ids := s.forgetLocked(c)
+	s.mu.Unlock()
+	if len(ids) > 0 {
+		s.log.Info("client protocol: client gone; aborting its requests", "client", c.idHex, "reason", why, "requests", len(ids))
+		s.d.Abort(ids...)
+	}
+}
+
+// abort handles ABORT: unknown ids are ignored, as an engine does. An empty list is
+// the keepalive.
+func (s *ClientServer) abort(c *client, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	eids := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if eid, ok := c.reqs[id]; ok {
+			eids = append(eids, eid)
+		}
+	}
+	s.mu.Unlock()
+	if len(eids) > 0 {
+		s.d.Abort(eids...)
+	}
+}
+
+// sendError queues an error message for c.
+func (s *ClientServer) sendError(c *client, reqID, typ, msg string, ranks []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.gone {
+		return
+	}
+	s.queueLocked(outMsg{to: c.id, err: &clientError{RequestID: reqID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
+	s.kickLocked()
+}
+
+// writeLoop is the only caller of Send. It also runs the idle-client sweep, so the
+// liveness rule needs no goroutine of its own.
+func (s *ClientServer) writeLoop() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.cfg.Timeout > 0 {
+		t := time.NewTicker(max(s.cfg.Timeout/4, 10*time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	var batch []outMsg
+	buf := make([]byte, 0, 4096)
+	for {
+		select {
+		case <-s.wake:
+		case now := <-tick:
+			s.sweep(now)
+			continue
+		case <-s.stop:
+			s.mu.Lock()
+			batch, s.ready = s.ready, nil
+			s.mu.Unlock()
+			s.send(batch, buf)
+			s.sock.Close()
+			return
+		}
+		s.mu.Lock()
+		batch, s.ready = s.ready, batch[:0]
+		for _, m := range batch {
+			if m.outs != nil {
+				if c := s.clients[string(m.to)]; c != nil {
+					c.queued -= len(m.outs.Outputs)
+				}
+			}
+		}
+		s.mu.Unlock()
+		buf = s.send(batch, buf)
+		clear(batch)
+	}
+}
+
+// send encodes and writes each message. A client that cannot be written to is gone.
+func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
+	for _, m := range batch {
+		var aux [][]byte
+		var err error
+		if m.outs != nil {
+			buf, aux, err = wire.AppendOutputs(buf[:0], m.outs)
+		} else {
+			buf = appendClientError(buf[:0], m.err)
+		}
+		if err != nil {
+			s.log.Error("client protocol: encoding outputs", "err", err)
+			continue
+		}
+		frames := make([][]byte, 0, 2+len(aux))
+		frames = append(append(frames, m.to, buf), aux...)
+		if err := s.sock.Send(frames...); err != nil {
+			s.clientGone(m.to, "send failed: "+err.Error())
+		}
+	}
+	return buf
+}
+
+// sweep applies the liveness rule: a client with live requests that has been silent
+// for longer than Timeout is gone.
+func (s *ClientServer) sweep(now time.Time) {
+	var gone [][]byte
+	s.mu.Lock()
+	for _, c := range s.clients {
+		if len(c.reqs) > 0 && now.Sub(c.lastSeen) > s.cfg.Timeout {
+			gone = append(gone, c.id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range gone {
+		s.clientGone(id, "silent for more than "+s.cfg.Timeout.String())
+	}
+}

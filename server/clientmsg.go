@@ -1,0 +1,122 @@
+package server
+
+// Client-protocol messages that are not plain outputs: UTILITY calls and replies,
+// error messages, and the copy of an engine output under the client's id.
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// utility runs one UTILITY call on its own goroutine (a call waits for every engine's
+// reply) and answers with an EngineCoreOutputs carrying utility_output.
+func (s *ClientServer) utility(c *client, body []byte) {
+	_, callID, method, args, err := wire.DecodeUtility(body)
+	if err != nil {
+		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: "+err.Error(), nil)
+		return
+	}
+	select {
+	case s.utilSem <- struct{}{}:
+	default:
+		s.replyUtility(c, callID, 0, "too many utility calls in flight", nil)
+		return
+	}
+	go func() {
+		defer func() { <-s.utilSem }()
+		rank, result, err := s.callUtility(method, args)
+		if err != nil {
+			s.replyUtility(c, callID, rank, fmt.Sprintf("Call to %s method failed: %v", method, err), nil)
+			return
+		}
+		s.replyUtility(c, callID, rank, "", result)
+	}()
+}
+
+func (s *ClientServer) replyUtility(c *client, callID uint64, rank int, failure string, result wire.Raw) {
+	u := &wire.UtilityOutput{CallID: callID, HasResult: result != nil, Result: result}
+	if failure != "" {
+		u.Failure = wire.SomeString(failure)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.gone {
+		return
+	}
+	s.queueLocked(outMsg{to: c.id, outs: &wire.EngineCoreOutputs{EngineIndex: int64(rank), UtilityOutput: u}})
+	s.kickLocked()
+}
+
+// copyOutput keeps what a client needs of an engine output under the client's own
+// request id. The engine's slices are reused after deliver returns, so they are copied.
+func copyOutput(userID string, o *wire.EngineCoreOutput) wire.EngineCoreOutput {
+	c := wire.EngineCoreOutput{
+		RequestID:       userID,
+		NewTokenIDs:     append([]int64{}, o.NewTokenIDs...),
+		FinishReason:    o.FinishReason,
+		StopReason:      o.StopReason,
+		NumNaNsInLogits: o.NumNaNsInLogits,
+	}
+	if o.StopReason.Kind == wire.StopReasonText {
+		c.StopReason.Text = string(append([]byte(nil), o.StopReason.Text...))
+	}
+	if o.KVTransferParams != nil {
+		c.KVTransferParams = append(wire.Raw(nil), o.KVTransferParams...)
+	}
+	if o.PrefillStats != nil {
+		ps := *o.PrefillStats
+		c.PrefillStats = &ps
+	}
+	if o.Events != nil {
+		c.Events = append([]wire.EngineCoreEvent(nil), o.Events...)
+	}
+	return c
+}
+
+// errorMessage is the wire form of clientError: a msgpack map, so a client tells it
+// from an EngineCoreOutputs (a msgpack array) by the first byte.
+type errorMessage struct {
+	RequestID      *string `msgpack:"request_id"`
+	Type           string  `msgpack:"type"`
+	Message        string  `msgpack:"message"`
+	ConnectedRanks []int   `msgpack:"connected_ranks,omitempty"`
+}
+
+func appendClientError(dst []byte, e *clientError) []byte {
+	m := errorMessage{Type: e.Type, Message: e.Message}
+	if e.RequestID != "" {
+		m.RequestID = &e.RequestID
+	}
+	if e.HasRanks {
+		m.ConnectedRanks = e.ConnectedRanks
+	}
+	b, err := msgpack.Marshal(&m)
+	if err != nil { // a struct of strings and ints always encodes
+		panic(err)
+	}
+	return append(dst, b...)
+}
+
+// callUtility runs a client's UTILITY on every ready engine and returns the first
+// engine's result, as vLLM's data-parallel client does.
+func (s *ClientServer) callUtility(method string, args wire.Raw) (rank int, result wire.Raw, err error) {
+	var list []any
+	if len(args) > 0 {
+		if err := msgpack.Unmarshal(args, &list); err != nil {
+			return 0, nil, fmt.Errorf("decoding args: %w", err)
+		}
+	}
+	res, err := s.d.CallUtility(s.ctx, method, list...)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(res.Results) == 0 {
+		return 0, nil, dispatcher.ErrNoEngines
+	}
+	first := res.Results[0]
+	return first.Rank, first.Raw, nil
+}
