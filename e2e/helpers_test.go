@@ -72,8 +72,15 @@ type proc struct {
 // if it is still running.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, args...)
+}
+
+// startEnv is start with extra environment variables (KEY=VALUE).
+func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	args = append([]string{"--log-format", "json"}, args...)
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// --help names every flag of serve with its environment variable.
+func TestServeHelp(t *testing.T) {
+	out, err := exec.Command(binary, "serve", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("serve --help: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"--handshake-address", "--data-parallel-size", "--mock-engines", "--http-address", "--client-address",
+		"--bootstrap-address", "--lb-policy", "--shutdown-timeout", "--enable-wave-coordination",
+		"--step-ms", "--tokens-per-step", "--eos-token-id", "--coordinator-publish-address", "--log-format",
+		"SWITCHYARD_HTTP_ADDRESS", "SWITCHYARD_HANDSHAKE_ADDRESS", "SWITCHYARD_LOG_FORMAT",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("serve --help does not mention %s", want)
+		}
+	}
+	out, _ = exec.Command(binary, "serve", "--lb-policy", "nope").CombinedOutput()
+	if !strings.Contains(string(out), "--lb-policy") {
+		t.Errorf("a bad --lb-policy is not named: %s", out)
+	}
+}
+
+// Deployments configure serve through SWITCHYARD_* variables.
+func TestServeFromEnvironment(t *testing.T) {
+	p := startEnv(t, "serve", []string{
+		"SWITCHYARD_HTTP_ADDRESS=127.0.0.1:0", "SWITCHYARD_CLIENT_ADDRESS=tcp://127.0.0.1:0",
+		"SWITCHYARD_MOCK_ENGINES=1", "SWITCHYARD_LB_POLICY=round-robin",
+	}, "serve")
+	line := p.waitLog("serving", 30*time.Second)
+	if line["engines"] != 1.0 || line["lb_policy"] != "round-robin" {
+		t.Errorf("serving with %v engines, policy %v; want 1, round-robin", line["engines"], line["lb_policy"])
+	}
+	if code := p.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+// `switchyard registry` runs the bootstrap registry alone.
+func TestRegistryAlone(t *testing.T) {
+	p := start(t, "registry", "registry", "--address", "127.0.0.1:0")
+	addr := p.waitLog("bootstrap registry serving", 10*time.Second)["address"].(string)
+	resp, err := httpc.Get("http://" + addr + "/query")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/query: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if code := p.stop(syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
