@@ -83,9 +83,10 @@ func AppendStartDPWave(dst []byte, w StartDPWave) []byte {
 	return appendOptInt(b, w.Exclude)
 }
 
-// DecodeStartDPWave decodes a START_DP_WAVE body. A Python frontend's coordinator
-// may forward the target engine as a 2-byte identity (bin) in exclude; that is read
-// as the rank it names, which is what the engine compares it with.
+// DecodeStartDPWave decodes a START_DP_WAVE body. A Python coordinator forwards the
+// target engine as a 2-byte identity (bin) in exclude; a real engine compares exclude
+// with its int index, which bytes never equal, so every engine wakes. We decode it
+// the same way: Exclude unset.
 func DecodeStartDPWave(body []byte) (StartDPWave, error) {
 	const typ = "StartDPWave"
 	var w StartDPWave
@@ -101,13 +102,9 @@ func DecodeStartDPWave(body []byte) (StartDPWave, error) {
 		return w, fieldErr(err, typ, "wave")
 	}
 	if r.peek() == kindBin {
-		start := r.off
-		b, _ := r.bin()
-		id, ok := ParseIdentity(b)
-		if !ok {
-			return w, &DecodeError{Type: typ, Field: "exclude_engine_index", Offset: start, Msg: "bin identity must be 2 bytes"}
+		if _, err = r.bin(); err != nil {
+			return w, fieldErr(err, typ, "exclude_engine_index")
 		}
-		w.Exclude = SomeInt(int64(id.Rank()))
 	} else if w.Exclude, err = r.optInt(); err != nil {
 		return w, fieldErr(err, typ, "exclude_engine_index")
 	}

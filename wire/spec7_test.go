@@ -134,7 +134,7 @@ func TestSpec7Control(t *testing.T) {
 	for _, tt := range []struct {
 		hex  string
 		want StartDPWave
-	}{{"92 03 01", StartDPWave{3, SomeInt(1)}}, {"92 03 c0", StartDPWave{Wave: 3}}, {"92 03 c4 02 01 00", StartDPWave{3, SomeInt(1)}}} {
+	}{{"92 03 01", StartDPWave{3, SomeInt(1)}}, {"92 03 c0", StartDPWave{Wave: 3}}, {"92 03 c4 02 01 00", StartDPWave{Wave: 3}}} {
 		got, err := DecodeStartDPWave(unhex(t, tt.hex))
 		if err != nil || got != tt.want {
 			t.Errorf("start_dp_wave %s: %+v %v", tt.hex, got, err)
