@@ -170,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	s.http = &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute, // no WriteTimeout: a stream lasts as long as its request
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	go func() {
