@@ -39,6 +39,7 @@ type Server struct {
 	http    *http.Server
 	httpLn  net.Listener
 
+	events    *engineEvents
 	mocks     sync.WaitGroup
 	stopMocks context.CancelFunc
 	stopBoot  context.CancelFunc
@@ -65,7 +66,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}}
+	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{}}
 	defer func() {
 		if err != nil {
 			s.teardown()
@@ -105,7 +106,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	loads.d.Store(s.d)
 
-	events := &engineEvents{d: s.d, node: s.node}
+	events := s.events
+	events.d, events.node = s.d, s.node
 	fcfg := frontend.DefaultConfig()
 	if !cfg.Embedded() {
 		fcfg.HandshakeAddress = cfg.HandshakeAddress
@@ -347,6 +349,7 @@ func (s *Server) teardown() {
 	if s.d != nil {
 		s.d.Close()
 	}
+	s.events.closing.Store(true)
 	// The frontend goes before the built-in engines, so their leaving is not
 	// reported as engine failures.
 	if s.fe != nil {
@@ -371,6 +374,9 @@ type engineEvents struct {
 	d       *dispatcher.Dispatcher
 	node    *coordinator.Node
 	clients atomic.Pointer[ClientServer]
+	// closing is set once the dispatcher has ended every request at shutdown: the
+	// frontend then reports every engine down, which is no failure.
+	closing atomic.Bool
 }
 
 func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
@@ -388,6 +394,9 @@ func (h *engineEvents) EngineUp(rank int, _ frontend.EngineInfo) {
 }
 
 func (h *engineEvents) EngineDown(rank int, err error) {
+	if h.closing.Load() {
+		return
+	}
 	h.d.EngineDown(rank, err)
 	if c := h.clients.Load(); c != nil {
 		c.EndBatch(rank)

@@ -129,3 +129,22 @@ func TestServeShutdownAbortsStragglers(t *testing.T) {
 		t.Errorf("straggler got %d %s; want 503 naming the shutdown", r.code, r.body)
 	}
 }
+
+// MoE-style lockstep: with waves on, requests to either rank complete and the
+// coordinator's wave advances.
+func TestServeWaves(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.EnableWaves = true })
+	for _, rank := range []string{"0", "1", "0"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(`{"prompt": [1], "max_tokens": 3}`))
+		req.Header.Set(RankHeader, rank)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason":"length"`) {
+			t.Fatalf("rank %s: %d %s", rank, resp.StatusCode, b)
+		}
+	}
+}
