@@ -38,7 +38,7 @@ type API struct {
 	metrics  *httpMetrics
 	gatherer prometheus.Gatherer
 	now      func() time.Time
-	// stopping is closed when shutdown begins: the drain reason names it.
+	// shutdownReason is non-nil once shutdown began: the reason requests are cut short.
 	shutdownReason func() error
 }
 
