@@ -107,6 +107,9 @@ func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
 	p.Y.Label.Text = "µs"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = percentileTicks{}
+	// Latency spans decades between the median and the tail.
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	add := func(name string, s Summary, c color.Color) error {
