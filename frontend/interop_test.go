@@ -1,0 +1,185 @@
+package frontend
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// python returns Debian's python3 with pyzmq and msgpack, or skips.
+func python(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if path, err := exec.LookPath(p); err == nil {
+			if exec.Command(path, "-c", "import zmq, msgpack").Run() == nil {
+				return path
+			}
+		}
+	}
+	t.Skip("python3 with zmq and msgpack not available")
+	return ""
+}
+
+// pyEngine runs testdata/py_engine.py; the returned channel gets its exit error.
+func pyEngine(t *testing.T, hs string, rank, dieAfter int) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, python(t), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		done <- cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+	})
+	return done
+}
+
+// libzmq engines (pyzmq, with ZMTP heartbeats on) complete requests through
+// switchyard over tcp and ipc; one dies with the sentinel and only it goes down.
+func TestInteropPythonEngines(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		rec := newRecorder()
+		f := startFrontend(t, testConfig(t, tr, 2), rec)
+		pyEngine(t, f.HandshakeAddress(), 0, 0)
+		dying := pyEngine(t, f.HandshakeAddress(), 1, 40)
+		waitReady(t, f, 2)
+		if info := f.Engines()[0]; info.Ready.VLLMVersion.Value != "py-interop" || info.Ready.MaxModelLen.Value != 2048 {
+			t.Fatalf("registration %+v", info.Ready)
+		}
+		ids := sendAll(t, f, 0, 3, 60, "py") // 60 steps of 5 ms: longer than the heartbeat timeout
+		sendAll(t, f, 1, 1, 1000, "py")
+		rec.waitFor(t, "rank 0 finished, rank 1 dead", func() bool {
+			return rec.allFinished(ids) && len(rec.downs[1]) == 1
+		})
+		rec.mu.Lock()
+		for _, id := range ids {
+			want := make([]int64, 60)
+			for i := range want {
+				want[i] = 1000 + int64(i)
+			}
+			if !slices.Equal(rec.tokens[id], want) || rec.finished[id] != wire.FinishLength {
+				t.Errorf("%s: %v %v", id, rec.tokens[id], rec.finished[id])
+			}
+		}
+		if err := rec.downs[1][0]; !errors.Is(err, ErrEngineCoreDead) {
+			t.Errorf("rank 1 down with %v", err)
+		}
+		if len(rec.downs[0]) != 0 {
+			t.Errorf("rank 0 down: %v", rec.downs[0])
+		}
+		rec.mu.Unlock()
+		var exit *exec.ExitError
+		if err := <-dying; !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("dying engine exit: %v", err)
+		}
+
+		// Heartbeats were answered: the input connection never dropped.
+		got := make(chan *wire.UtilityOutput, 1)
+		f.h = utilityCatcher{rec, got}
+		body, _ := wire.AppendUtility(wire.GetBuffer(), 0, 42, "disconnects", nil)
+		if err := f.Send(0, wire.RequestUtility, body, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case u := <-got:
+			if u.CallID != 42 || string(u.Result) != "\x00" {
+				t.Fatalf("disconnects reply %+v (result %x)", u, u.Result)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no utility reply")
+		}
+	})
+}
+
+type utilityCatcher struct {
+	*recorder
+	got chan *wire.UtilityOutput
+}
+
+func (u utilityCatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
+	if outs.UtilityOutput != nil {
+		c := *outs.UtilityOutput
+		c.Result = append(wire.Raw(nil), c.Result...)
+		select {
+		case u.got <- &c:
+		default:
+		}
+	}
+	u.recorder.HandleOutputs(rank, outs)
+}
+
+// The other way round: switchyard's mock engine joins a libzmq frontend (pyzmq), is
+// sent msgspec-shaped 17-element ADDs and a utility call, and answers them.
+func TestInteropMockEngineWithPythonFrontend(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, python(t), "testdata/py_frontend.py", tr, t.TempDir())
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() {
+			t.Fatal("no handshake address from the python frontend")
+		}
+		mctx, mcancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- mockengine.Run(mctx, mockConfig(lines.Text(), 0, 1)) }()
+		defer func() {
+			mcancel()
+			if err := <-done; err != nil {
+				t.Errorf("mock engine: %v", err)
+			}
+		}()
+		if !lines.Scan() {
+			t.Fatal("no result from the python frontend")
+		}
+		var res struct {
+			Tokens      map[string][]int64
+			Finish      map[string]int
+			Utility     []any
+			Stats       bool
+			Rank        int
+			MaxModelLen int `json:"max_model_len"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"py-a", "py-b"} {
+			want := expectedTokens(id, 6)
+			if i := slices.Index(want, 2); i >= 0 { // EOS 2 cannot occur: tokens are >= 100
+				t.Fatalf("unexpected EOS in %v", want)
+			}
+			if !slices.Equal(res.Tokens[id], want) || res.Finish[id] != int(wire.FinishLength) {
+				t.Errorf("%s: tokens %v finish %d, want %v", id, res.Tokens[id], res.Finish[id], want)
+			}
+		}
+		if fmt.Sprint(res.Utility) != "[7 <nil> [<nil> false]]" || !res.Stats || res.Rank != 0 || res.MaxModelLen != 8192 {
+			t.Errorf("result %+v", res)
+		}
+	})
+}

@@ -1,0 +1,111 @@
+"""A vLLM-style engine core written against libzmq (pyzmq) and python3-msgpack,
+following engine-protocol.md sections 2-4, used by interop_test.go.
+
+usage: py_engine.py HANDSHAKE_ADDRESS RANK DIE_AFTER_STEPS
+
+Tokens: request r's i-th token (0-based) is 1000 + i. It answers UTILITY
+"disconnects" with the number of DISCONNECTED events its input socket saw, which
+proves ZMTP heartbeats (enabled here) are answered by switchyard's transport.
+After DIE_AFTER_STEPS steps (0 = never) it sends ENGINE_CORE_DEAD and exits 1.
+"""
+import sys
+import time
+
+import msgpack
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+hs_addr, rank, die_after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ident = rank.to_bytes(2, "little")
+ctx = zmq.Context()
+
+
+def heartbeat(s):
+    s.setsockopt(zmq.HEARTBEAT_IVL, 100)
+    s.setsockopt(zmq.HEARTBEAT_TIMEOUT, 300)
+
+
+hs = ctx.socket(zmq.DEALER)
+hs.setsockopt(zmq.IDENTITY, ident)
+hs.setsockopt(zmq.LINGER, 5000)
+heartbeat(hs)
+hs.connect(hs_addr)
+hs.send(msgpack.packb({"status": "HELLO", "local": False, "headless": True}))
+if not hs.poll(20000):
+    sys.exit("no INIT within 20 s")
+init = msgpack.unpackb(hs.recv(), raw=False)
+addrs = init["addresses"]
+assert init["parallel_config"] == {}, init
+
+outs = []
+for a in addrs["outputs"]:
+    s = ctx.socket(zmq.PUSH)
+    s.setsockopt(zmq.LINGER, 4000)
+    s.connect(a)
+    outs.append(s)
+ins = []
+monitors = []
+reg = {"max_model_len": 2048, "num_gpu_blocks": 100, "dp_stats_address": None,
+       "block_size": 16, "dtype": "bfloat16", "vllm_version": "py-interop",
+       "data_parallel_rank": rank, "future_key_we_do_not_know": [1, 2]}
+for a in addrs["inputs"]:
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.IDENTITY, ident)
+    heartbeat(s)
+    monitors.append(s.get_monitor_socket(zmq.EVENT_DISCONNECTED))
+    s.connect(a)
+    s.send(msgpack.packb(reg))
+    ins.append(s)
+hs.send(msgpack.packb({"status": "READY", "local": False, "headless": True}))
+hs.close(linger=5000)
+
+poller = zmq.Poller()
+for s in ins + monitors:
+    poller.register(s, zmq.POLLIN)
+running = {}
+disconnects = 0
+steps = 0
+last_step = time.monotonic()
+while True:
+    events = dict(poller.poll(5 if running else 200))
+    for m in monitors:
+        if m in events:
+            recv_monitor_message(m)
+            disconnects += 1
+    for s in ins:
+        if s not in events:
+            continue
+        frames = s.recv_multipart()
+        typ, body = frames[0], msgpack.unpackb(frames[1], raw=False)
+        if typ == b"\x00":
+            assert len(body) >= 9, body
+            running[body[0]] = [body[3].get("max_tokens", 16), 0, body[11] if len(body) > 11 else 0]
+        elif typ == b"\x01":
+            for rid in body:
+                running.pop(rid, None)
+        elif typ == b"\x03":
+            client, call_id, method, args = body
+            result = [None, disconnects] if method == "disconnects" else [None, False]
+            outs[client].send(msgpack.packb([rank, [], None, time.monotonic(), [call_id, None, result]]))
+        else:
+            sys.exit("unexpected request type %r" % typ)
+    if running and time.monotonic() - last_step >= 0.005:
+        last_step = time.monotonic()
+        steps += 1
+        if die_after and steps > die_after:
+            for o in outs:
+                o.send(b"ENGINE_CORE_DEAD")
+            time.sleep(0.5)
+            sys.exit(1)
+        outputs = []
+        for rid, st in list(running.items()):
+            tok = 1000 + st[1]
+            st[1] += 1
+            if st[1] >= st[0]:
+                outputs.append([rid, [tok], None, None, None, 1])
+                del running[rid]
+            else:
+                outputs.append([rid, [tok]])
+        stats = {"num_running_reqs": len(running), "num_waiting_reqs": 0, "step_counter": steps,
+                 "current_wave": 0, "kv_cache_usage": 0.0, "prefix_cache_stats": None}
+        outs[0].send(msgpack.packb([rank, outputs, stats, time.monotonic()]))
