@@ -123,10 +123,12 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 	}
 
 	events := make(chan engineEvent, 4096)
+	quit := make(chan struct{})
 	readErr := make(chan error, 1)
-	go func() { readErr <- readInputs(in, events, cfg.Received) }()
+	go func() { readErr <- readInputs(in, events, quit, cfg.Received) }()
 	recs, err := stepLoop(ctx, cfg, outs, events)
-	in.Close() // ends readInputs
+	close(quit) // ends readInputs if it is waiting to hand over an event
+	in.Close()  // ends readInputs if it is waiting in Recv
 	if rerr := <-readErr; err == nil && rerr != nil && !errors.Is(rerr, transport.ErrClosed) {
 		err = rerr
 	}
@@ -157,7 +159,7 @@ func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
 
 // readInputs decodes what the frontend sends and stamps each ADD the moment it comes
 // out of the socket: that instant ends the dispatch latency.
-func readInputs(in transport.Socket, events chan<- engineEvent, received *atomic.Int64) error {
+func readInputs(in transport.Socket, events chan<- engineEvent, quit <-chan struct{}, received *atomic.Int64) error {
 	defer close(events)
 	var req wire.EngineCoreRequest
 	for {
@@ -186,19 +188,31 @@ func readInputs(in transport.Socket, events chan<- engineEvent, received *atomic
 			if req.Sampling != nil && req.Sampling.MaxTokens.Valid {
 				r.max = int(req.Sampling.MaxTokens.Value)
 			}
-			events <- engineEvent{add: r}
+			select {
+			case events <- engineEvent{add: r}:
+			case <-quit:
+				return nil
+			}
 			if received != nil {
 				received.Add(1)
 			}
 		case wire.RequestAbort:
 			ids, err := wire.DecodeAbort(msg[1])
 			if err == nil {
-				events <- engineEvent{abort: ids}
+				select {
+				case events <- engineEvent{abort: ids}:
+				case <-quit:
+					return nil
+				}
 			}
 		case wire.RequestUtility:
 			client, callID, _, _, err := wire.DecodeUtility(msg[1])
 			if err == nil {
-				events <- engineEvent{util: &utilCall{client: client, callID: callID}}
+				select {
+				case events <- engineEvent{util: &utilCall{client: client, callID: callID}}:
+				case <-quit:
+					return nil
+				}
 			}
 		}
 	}
@@ -247,10 +261,23 @@ func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, ev
 			next = next.Add(cfg.StepTime)
 			if d := time.Until(next); d > 0 {
 				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return st.recs, nil
+				// Keep taking requests while the step is pending: a long step must not
+				// leave the input reader blocked on a full channel.
+			wait:
+				for {
+					select {
+					case <-timer.C:
+						break wait
+					case ev, ok := <-events:
+						if !ok {
+							return st.recs, nil
+						}
+						if err := st.apply(ev); err != nil {
+							return st.recs, err
+						}
+					case <-ctx.Done():
+						return st.recs, nil
+					}
 				}
 			} else {
 				next = time.Now() // fell behind: do not try to catch up with bursts
