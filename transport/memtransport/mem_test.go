@@ -1,0 +1,52 @@
+package memtransport
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-llm/switchyard/transport"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		ctx := context.Background()
+		r, _ := n.Listen(ctx, transport.Router, "tcp://h:0", transport.Options{SendTimeout: time.Second})
+		p, _ := n.Listen(ctx, transport.Pull, "ipc://out", transport.Options{})
+		defer r.Close()
+		defer p.Close()
+		d, err := n.Dial(ctx, transport.Dealer, r.Addr(), transport.Options{Identity: []byte{1, 0}, RecvQueue: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Dial(ctx, transport.Dealer, r.Addr(), transport.Options{Identity: []byte{1, 0}}); err == nil {
+			t.Fatal("duplicate identity accepted")
+		}
+		d.Send([]byte("reg"))
+		if f, err := r.Recv(); err != nil || string(f[0]) != "\x01\x00" || string(f[1]) != "reg" {
+			t.Fatalf("router got %q %v", f, err)
+		}
+		r.Send([]byte{1, 0}, []byte("one")) // fills the dealer's queue of 1
+		start := time.Now()
+		if err := r.Send([]byte{1, 0}, []byte("two")); !errors.Is(err, transport.ErrSendTimeout) || time.Since(start) != time.Second {
+			t.Fatalf("want a send timeout after 1s, got %v after %v", err, time.Since(start))
+		}
+		push, _ := n.Dial(ctx, transport.Push, p.Addr(), transport.Options{})
+		push.Send([]byte("x"))
+		push.Close()
+		if f, err := p.Recv(); err != nil || string(f[0]) != "x" {
+			t.Fatalf("pull got %q %v", f, err)
+		}
+		if _, err := p.Recv(); !errors.Is(err, transport.ErrPeerLeft) {
+			t.Fatalf("want peer left, got %v", err)
+		}
+		d.Close()
+	})
+}
