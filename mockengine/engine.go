@@ -121,6 +121,7 @@ type engine struct {
 	outs []transport.Socket
 
 	coordinatorInput, coordinatorOutput wire.OptString
+	wave                                waveState // wave.go
 
 	sched    *Scheduler
 	steps    int // steps that produced output
@@ -180,6 +181,9 @@ func (e *engine) connect(ctx context.Context) error {
 		if err := s.Send(wire.AppendReadyResponse(nil, &reg)); err != nil {
 			return fmt.Errorf("mockengine: registration on %s: %w", addr, err)
 		}
+	}
+	if err := e.joinCoordinator(ctx); err != nil {
+		return err
 	}
 	if e.hs != nil && !e.cfg.Faults.SkipReady {
 		ready := wire.HandshakeStatus{Status: "READY", Headless: true}
@@ -243,6 +247,7 @@ func (e *engine) closeAll() {
 	for _, s := range e.outs {
 		s.Close()
 	}
+	e.closeCoordinator()
 }
 
 // die sends ENGINE_CORE_DEAD to every output, as the engine's output thread does,

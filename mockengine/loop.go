@@ -62,12 +62,12 @@ func (e *engine) loop(ctx context.Context) error {
 				return e.die(err)
 			}
 		case <-tick.C:
-			if e.sched.Idle() {
-				continue
+			if !e.sched.Idle() {
+				if err := e.step(ctx); err != nil {
+					return err
+				}
 			}
-			if err := e.step(ctx); err != nil {
-				return err
-			}
+			e.waveTick()
 		}
 	}
 }
@@ -89,6 +89,7 @@ func (e *engine) handle(frames [][]byte) error {
 		if err := wire.DecodeAdd(frames[1:], &req); err != nil {
 			return fmt.Errorf("mockengine: ADD: %w", err)
 		}
+		e.waveOnAdd(req.CurrentWave)
 		return e.sched.Add(&req)
 	case wire.RequestAbort:
 		ids, err := wire.DecodeAbort(frames[1])
@@ -110,12 +111,6 @@ func (e *engine) handle(frames [][]byte) error {
 		e.handleStartDPWave(w)
 	}
 	return nil
-}
-
-// handleStartDPWave: a non-DP engine logs START_DP_WAVE as unrecognized; wave
-// support (coordinator engines) replaces this.
-func (e *engine) handleStartDPWave(w wire.StartDPWave) {
-	e.log.Debug("mockengine: START_DP_WAVE ignored (no coordinator)", "wave", w.Wave)
 }
 
 // Raw msgpack results of the utility calls the mock answers.
