@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -394,4 +395,48 @@ func TestNodeLifecycle(t *testing.T) {
 	if _, err := NewNode(cfg, nil); err == nil {
 		t.Fatal("second NewNode on one registry did not report the duplicate metrics")
 	}
+}
+
+// A burst of concurrent requests to paused engines wakes them once.
+func TestNodeConcurrentOnAddWakesOnce(t *testing.T) {
+	n, _ := startNode(t, func(string) string { return "tcp://127.0.0.1:0" }, 2, true, nil)
+	engines := startEngines(t, n, 2)
+	front := subscribeFront(t, n.PublishAddress())
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			if w := n.OnAdd(i % 2); w != 0 {
+				t.Errorf("OnAdd = %d", w)
+			}
+		})
+	}
+	wg.Wait()
+	first := engines[1].nextWave(t)
+	if first.Wave != 0 {
+		t.Fatalf("START_DP_WAVE = %+v", first)
+	}
+	engines[0].send(wire.EngineCoreOutputs{WaveComplete: wire.SomeInt(0)})
+	front.waitPublish(t, "wave 1 paused", waveIs(1, false))
+	n.OnAdd(0)
+	// Had the burst sent two broadcasts, the second would come before this.
+	if got, want := engines[1].nextWave(t), (wire.StartDPWave{Wave: 1, Exclude: wire.SomeInt(0)}); got != want {
+		t.Fatalf("next START_DP_WAVE = %+v, want %+v", got, want)
+	}
+}
+
+// OnAdd is on the dispatch hot path: one atomic load while running.
+func BenchmarkOnAddRunning(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.EnableWaves = true
+	n, err := NewNode(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n.state.Store(packState(3, true))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n.OnAdd(1)
+		}
+	})
 }
