@@ -12,6 +12,9 @@ package wire
 // data (these never point into the decoder's scratch; Raw and tensor data alias the
 // frames). What does not: the Outputs slice itself, which the next Decode into the
 // same *EngineCoreOutputs overwrites; copy an entry (a struct copy is enough) to keep it.
+// Because one message's ids share one string and its tokens one array, keeping any
+// entry's id or tokens keeps that message's few kilobytes alive; copy (strings.Clone,
+// slices.Clone) what is kept for long.
 type OutputsDecoder struct {
 	tokens []int64 // every entry's new_token_ids, back to back
 	ids    []byte  // every request id (and finished id), back to back
