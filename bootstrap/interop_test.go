@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/pytest"
 )
 
 // TestPythonMooncakeClient runs testdata/mooncake_client.py, which makes
@@ -14,13 +16,7 @@ import (
 // query, int() keys, TP size from len(worker_addr)), against the handler
 // with the real TCP prober.
 func TestPythonMooncakeClient(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found; install it (and python3-requests) to run the vLLM interop test")
-	}
-	if out, err := exec.Command(py, "-c", "import requests").CombinedOutput(); err != nil {
-		t.Skipf("python3 cannot import requests (apt-get install python3-requests): %v: %s", err, out)
-	}
+	py := pytest.Find(t, "requests")
 	cfg := testConfig()
 	s, err := newServer(cfg, NewRegistry(cfg.Policy()), TCPProber{}, time.Now)
 	if err != nil {

@@ -3,30 +3,17 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// python returns Debian's interpreter with pyzmq and msgpack, or skips: CI installs
-// them (.ci/run), a developer machine may not have them.
-func python(t *testing.T) string {
-	t.Helper()
-	py := os.Getenv("SWITCHYARD_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import zmq, msgpack").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import zmq and msgpack (apt-get install python3-zmq python3-msgpack): %v %s", py, err, out)
-	}
-	return py
-}
+	"github.com/switchyard-llm/switchyard/internal/pytest"
+)
 
 // A Python pyzmq client speaks the client protocol end to end.
 func TestPythonClient(t *testing.T) {
-	py := python(t)
+	py := pytest.Find(t, "zmq", "msgpack")
 	s := startServe(t, "--step-ms", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -12,23 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/switchyard-llm/switchyard/internal/pytest"
 )
 
 // The Python round trip: testdata/roundtrip.py builds each case the way msgspec
 // shapes it, with Debian's python3-msgpack (an implementation independent of ours).
 // Python -> Go: we decode Python's bytes and compare with the typed values below.
 // Go -> Python: we encode the typed values and Python compares every field.
-
-// findPython returns a python3 that can import msgpack, or "" (the test then skips).
-func findPython(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import msgpack").Run() == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // kv is one entry of an ordered map literal for mp.
 type kv struct {
@@ -264,10 +255,7 @@ func roundtripCases() map[string]roundtripCase {
 }
 
 func TestPythonToGo(t *testing.T) {
-	py := findPython(t)
-	if py == "" {
-		t.Skip("no python3 with msgpack (apt-get install python3-msgpack)")
-	}
+	py := pytest.Find(t, "msgpack")
 	out, err := exec.Command(py, "testdata/roundtrip.py", "py2go").Output()
 	if err != nil {
 		t.Fatalf("roundtrip.py py2go: %v", err)
@@ -315,10 +303,7 @@ func TestPythonToGo(t *testing.T) {
 }
 
 func TestGoToPython(t *testing.T) {
-	py := findPython(t)
-	if py == "" {
-		t.Skip("no python3 with msgpack (apt-get install python3-msgpack)")
-	}
+	py := pytest.Find(t, "msgpack")
 	var in strings.Builder
 	for name, c := range roundtripCases() {
 		frames, err := c.encode()
