@@ -122,21 +122,27 @@ func newWaveRig(t *testing.T, endpoint func(string) string, dp int) *waveRig {
 		CoordinatorInput:  wire.SomeString(node.InputAddress()),
 		CoordinatorOutput: wire.SomeString(node.OutputAddress()),
 	}})
-	for range dp {
-		f := recv(hs, "HELLO")
-		if err := hs.Send(f[0], init); err != nil {
+	// HELLOs and READYs interleave: an engine that got its INIT may be READY
+	// before the next engine says HELLO. An engine sends its handshake READY
+	// only after the coordinator's READY.
+	for ready := 0; ready < dp; {
+		f := recv(hs, "HELLO or READY")
+		st, err := wire.DecodeHandshakeStatus(f[1])
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// An engine sends its handshake READY only after the coordinator's READY.
-	for range dp {
-		f := recv(hs, "READY")
-		st, err := wire.DecodeHandshakeStatus(f[1])
-		if err != nil || st.Status != "READY" {
-			t.Fatalf("handshake READY: %+v %v", st, err)
+		switch st.Status {
+		case "HELLO":
+			if err := hs.Send(f[0], init); err != nil {
+				t.Fatalf("INIT to %x: %v", f[0], err)
+			}
+		case "READY":
+			id, _ := wire.ParseIdentity(f[0])
+			node.EngineReady(id.Rank())
+			ready++
+		default:
+			t.Fatalf("handshake status %q", st.Status)
 		}
-		id, _ := wire.ParseIdentity(f[0])
-		node.EngineReady(id.Rank())
 	}
 	for range dp {
 		recv(rig.in, "registration")
