@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-const python = "/usr/bin/python3"
 
 // pyPeer is a Python (pyzmq) process from testdata driven by JSON lines:
 // commands on stdin, events on stdout.
@@ -23,14 +22,13 @@ type pyPeer struct {
 	events chan map[string]any
 }
 
-func needPython(t *testing.T) {
+// needPython returns the interpreter with pyzmq and msgpack, or skips.
+func needPython(t *testing.T) string {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import zmq, msgpack").Run(); err != nil {
-		t.Skipf("python3 with zmq and msgpack not available: %v", err)
-	}
+	return pytest.Find(t, "zmq", "msgpack")
 }
 
-func startPy(t *testing.T, script string, args ...string) *pyPeer {
+func startPy(t *testing.T, python, script string, args ...string) *pyPeer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, python, append([]string{"testdata/" + script}, args...)...)
@@ -118,13 +116,13 @@ func wantStartWave(t *testing.T, ev map[string]any, wave, exclude int) {
 // vLLM's input thread does; they report msgspec-shaped stats, start_wave and
 // wave_complete, and decode START_DP_WAVE.
 func TestPythonEngineInterop(t *testing.T) {
-	needPython(t)
+	python := needPython(t)
 	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
 		load := make(loadRec, 16)
 		n, _ := startNode(t, ep, 2, true, load)
 		var engines []*pyPeer
 		for r := range 2 {
-			e := startPy(t, "engine.py", n.InputAddress(), n.OutputAddress(), itoa64(int64(r)))
+			e := startPy(t, python, "engine.py", n.InputAddress(), n.OutputAddress(), itoa64(int64(r)))
 			e.expect(t, "ready")
 			n.EngineReady(r)
 			engines = append(engines, e)
@@ -156,13 +154,13 @@ func TestPythonEngineInterop(t *testing.T) {
 // coordinator: the XPUB sees the subscription, publishes set the wave and the
 // load, one FIRST_REQ [identity, wave] per paused period, none while running.
 func TestExternalCoordinator(t *testing.T) {
-	needPython(t)
+	python := needPython(t)
 	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
 		bind := ep("coord")
 		if strings.HasPrefix(bind, "tcp://") {
 			bind = "tcp://127.0.0.1:*"
 		}
-		py := startPy(t, "coordinator.py", bind)
+		py := startPy(t, python, "coordinator.py", bind)
 		addr := py.expect(t, "bound")["address"].(string)
 
 		load := make(loadRec, 16)
