@@ -5,6 +5,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
@@ -57,17 +58,82 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 }
 
 // EndBatch seals every client batch that rank's last engine message filled. The
-// adapter calls it after dispatcher.HandleOutputs returns.
+// adapter calls it after dispatcher.HandleOutputs returns, on rank's output goroutine.
+//
+// It is also where back-pressure happens (nats' stalled producer): when a client this
+// message fed has half of MaxQueued outputs waiting for the writer, EndBatch waits
+// until the writer takes them. The engine's output socket then fills and the engine
+// slows down, instead of the client being dropped as a slow consumer because the
+// writer (not the client) fell behind. The wait ends early when the writer makes no
+// progress for maxStall (it is blocked on a client that does not read: the send
+// timeout or the MaxQueued limit decides about that client).
 func (s *ClientServer) EndBatch(rank int) {
+	if full := s.sealBatch(rank); full != nil {
+		s.stall(full)
+	}
+}
+
+// maxStall bounds how long EndBatch waits for a writer that makes no progress. The
+// caller holds its engine's delivery lock, which the frontend's control loop takes to
+// mark the engine down, so this stays short.
+const maxStall = 100 * time.Millisecond
+
+// sealBatch seals rank's open batches and returns a client whose backlog is at the
+// high-water mark, if any.
+func (s *ClientServer) sealBatch(rank int) (full *client) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.dirty[rank]) == 0 {
-		return
+	d := s.dirty[rank]
+	if len(d) == 0 {
+		return nil
 	}
-	for _, c := range s.dirty[rank] {
-		s.sealLocked(c, rank)
+	high := s.highWater()
+	for i, c := range d {
+		if b := c.open[rank]; b != nil {
+			delete(c.open, rank)
+			if len(b.Outputs) > 0 && !c.gone {
+				s.queueLocked(outMsg{to: c.id, outs: b})
+			}
+		}
+		if c.queued >= high && !c.gone {
+			full = c
+		}
+		d[i] = nil
 	}
+	s.dirty[rank] = d[:0]
 	s.kickLocked()
+	return full
+}
+
+// highWater is the backlog from which EndBatch stalls its caller.
+func (s *ClientServer) highWater() int { return max(s.cfg.MaxQueued/2, 1) }
+
+// stall waits until the writer has taken c's backlog below the high-water mark, c is
+// gone, the server closes, or the writer made no progress for maxStall.
+func (s *ClientServer) stall(c *client) {
+	var t *time.Timer
+	high := s.highWater()
+	s.mu.Lock()
+	for c.queued >= high && !c.gone && !s.closed {
+		s.drainWait = true
+		ch := s.drained
+		s.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(maxStall)
+			defer t.Stop()
+		} else {
+			t.Reset(maxStall)
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-s.stop:
+			return
+		}
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
 }
 
 // sealLocked moves c's open batch of rank to the writer queue. Caller holds s.mu.
@@ -100,10 +166,31 @@ func (s *ClientServer) kickLocked() {
 }
 
 // slowClientLocked drops a client that stopped reading: its queue is discarded and
-// its requests aborted (their callbacks then find it gone). Caller holds s.mu.
+// its requests aborted (their callbacks then find it gone). The client is still
+// connected, so it is told: each live request ends with an ABORT output, as after
+// its own ABORT, followed by one SlowClient error message; otherwise its requests
+// would simply never end. Caller holds s.mu.
 func (s *ClientServer) slowClientLocked(c *client) {
 	s.log.Warn("client protocol: client does not read its outputs; aborting its requests", "client", c.idHex, "queued", c.queued)
+	ends := make(map[int]*wire.EngineCoreOutputs)
+	for userID, lr := range c.reqs {
+		rank := max(lr.rank, 0)
+		b := ends[rank]
+		if b == nil {
+			b = &wire.EngineCoreOutputs{EngineIndex: int64(rank)}
+			ends[rank] = b
+		}
+		b.Outputs = append(b.Outputs, wire.EngineCoreOutput{RequestID: userID, NewTokenIDs: []int64{}, FinishReason: wire.FinishAbort})
+		b.FinishedRequests = append(b.FinishedRequests, userID)
+	}
+	queued := c.queued
 	ids := s.forgetLocked(c)
+	for _, b := range ends {
+		s.queueLocked(outMsg{to: c.id, outs: b})
+	}
+	s.queueLocked(outMsg{to: c.id, err: &clientError{Type: ErrTypeSlowClient,
+		Message: fmt.Sprintf("client did not read its outputs (%d waiting, limit %d): its %d live requests were aborted", queued, s.cfg.MaxQueued, len(ids))}})
+	s.kickLocked()
 	go s.d.Abort(ids...) // not under the request lock that deliver runs in
 }
 
@@ -112,8 +199,8 @@ func (s *ClientServer) forgetLocked(c *client) []string {
 	c.gone = true
 	delete(s.clients, string(c.id))
 	ids := make([]string, 0, len(c.reqs))
-	for _, eid := range c.reqs {
-		ids = append(ids, eid)
+	for _, lr := range c.reqs {
+		ids = append(ids, lr.engineID)
 	}
 	clear(c.reqs)
 	for rank := range c.open {
@@ -155,8 +242,8 @@ func (s *ClientServer) abort(c *client, ids []string) {
 	s.mu.Lock()
 	eids := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if eid, ok := c.reqs[id]; ok {
-			eids = append(eids, eid)
+		if lr, ok := c.reqs[id]; ok {
+			eids = append(eids, lr.engineID)
 		}
 	}
 	s.mu.Unlock()
@@ -204,6 +291,10 @@ func (s *ClientServer) writeLoop() {
 		}
 		s.mu.Lock()
 		batch, s.ready = s.ready, batch[:0]
+		if s.drainWait { // wake EndBatch callers stalled on a full client
+			close(s.drained)
+			s.drained, s.drainWait = make(chan struct{}), false
+		}
 		for _, m := range batch {
 			if m.outs != nil {
 				if c := s.clients[string(m.to)]; c != nil {

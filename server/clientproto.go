@@ -46,7 +46,9 @@ type ClientConfig struct {
 	// time is disconnected (and so its requests aborted). 0 = 10 s.
 	SendTimeout time.Duration
 	// MaxQueued outputs waiting for one client before it counts as a slow consumer
-	// and its requests are aborted. 0 = 65536.
+	// and its requests are aborted. 0 = 65536. From half of it on, the engine output
+	// goroutines that feed the client wait for the writer (see EndBatch), so a client
+	// that reads is never dropped because the server itself fell behind.
 	MaxQueued int
 	// EOSTokenID fills _eos_token_id of a request that has none and does not ignore
 	// EOS (unset: such a request gets ignore_eos, as on the HTTP API).
@@ -69,6 +71,10 @@ type ClientServer struct {
 	dirty   map[int][]*client  // rank -> clients with an open batch of that rank
 	ready   []outMsg           // sealed messages, in order, for the writer
 	closed  bool
+	// drained is closed (and replaced) by the writer when it takes the ready queue
+	// while drainWait is set: EndBatch callers stalled on a full client wait on it.
+	drained   chan struct{}
+	drainWait bool
 
 	wake    chan struct{} // cap 1: the writer has work
 	stop    chan struct{}
@@ -82,11 +88,17 @@ type ClientServer struct {
 type client struct {
 	id       []byte
 	idHex    string
-	reqs     map[string]string // client request id -> engine request id
+	reqs     map[string]liveReq // by client request id
 	open     map[int]*wire.EngineCoreOutputs
 	queued   int
 	lastSeen time.Time
 	gone     bool
+}
+
+// liveReq is one of a client's live requests.
+type liveReq struct {
+	engineID string
+	rank     int // -1 until SubmitFunc has returned
 }
 
 // outMsg is one message for the writer: an EngineCoreOutputs or an error map.
@@ -134,6 +146,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		cfg: cfg, d: d, sock: sock, log: cfg.Logger,
 		clients: make(map[string]*client),
 		dirty:   make(map[int][]*client),
+		drained: make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		utilSem: make(chan struct{}, 64),
@@ -223,7 +236,7 @@ func (s *ClientServer) touch(id []byte) *client {
 	if c == nil {
 		c = &client{
 			id: append([]byte(nil), id...), idHex: hex.EncodeToString(id),
-			reqs: make(map[string]string), open: make(map[int]*wire.EngineCoreOutputs),
+			reqs: make(map[string]liveReq), open: make(map[int]*wire.EngineCoreOutputs),
 		}
 		s.clients[string(id)] = c
 	}
@@ -275,12 +288,19 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
 	s.mu.Lock()
-	c.reqs[userID] = engineID
+	c.reqs[userID] = liveReq{engineID: engineID, rank: -1}
 	s.mu.Unlock()
-	_, err := s.d.SubmitFunc(&req, func(rank int, out *wire.EngineCoreOutput, err error) {
+	rank, err := s.d.SubmitFunc(&req, func(rank int, out *wire.EngineCoreOutput, err error) {
 		s.deliver(c, userID, rank, out, err)
 	})
-	if err != nil {
+	if err == nil {
+		s.mu.Lock()
+		if lr, ok := c.reqs[userID]; ok && lr.engineID == engineID {
+			lr.rank = rank
+			c.reqs[userID] = lr
+		}
+		s.mu.Unlock()
+	} else {
 		s.mu.Lock()
 		delete(c.reqs, userID)
 		s.mu.Unlock()

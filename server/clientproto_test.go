@@ -23,7 +23,9 @@ type clientHarness struct {
 func newClientHarness(t *testing.T, cfg ClientConfig) *clientHarness {
 	t.Helper()
 	f := newFakeCore(t, 2)
-	cfg.Address = "tcp://127.0.0.1:0"
+	if cfg.Address == "" {
+		cfg.Address = "tcp://127.0.0.1:0"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := ListenClients(ctx, cfg, f.d)
@@ -100,7 +102,12 @@ func (h *clientHarness) nextOutputs(t *testing.T) *wire.EngineCoreOutputs {
 // nextError expects an error map.
 func (h *clientHarness) nextError(t *testing.T) map[string]any {
 	t.Helper()
-	m := h.next(t)
+	return h.decodeError(t, h.next(t))
+}
+
+// decodeError decodes an error map.
+func (h *clientHarness) decodeError(t *testing.T, m [][]byte) map[string]any {
+	t.Helper()
 	var e map[string]any
 	if len(m) != 1 || len(m[0]) == 0 || m[0][0]&0xf0 != 0x80 {
 		t.Fatalf("not an error map: % x", m[0])

@@ -399,7 +399,7 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 	}
 	h.d.EngineDown(rank, err)
 	if c := h.clients.Load(); c != nil {
-		c.EndBatch(rank)
+		c.sealBatch(rank) // never stall: the frontend's control loop is waiting
 	}
 }
 
