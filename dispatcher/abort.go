@@ -91,6 +91,7 @@ func (d *Dispatcher) settle(r *request, stop func() bool, oc outcome, abort, kic
 		stop()
 	}
 	r.eng.inFlight.Add(-1)
+	r.eng.ended.Add(1)
 	r.eng.m.outcomes[oc].Inc()
 	if abort {
 		d.aborts.add(r)

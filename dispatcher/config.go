@@ -57,6 +57,11 @@ type Config struct {
 	Now func() time.Time
 	// Seed pins the power-of-two policy's random choices (tests replay exactly).
 	Seed uint64
+	// StatsMaxAge: an engine's scheduler stats older than this no longer count in its
+	// score (only our in-flight count does). A busy engine reports every step; an
+	// idle one reports nothing, so its last report would otherwise stand forever.
+	// 0 means 1s.
+	StatsMaxAge time.Duration
 }
 
 // DefaultConfig returns the configuration New uses for zero fields.
@@ -65,6 +70,7 @@ func DefaultConfig() Config {
 		Policy:         PolicyLeastLoaded,
 		StreamBuffer:   256,
 		UtilityTimeout: 60 * time.Second,
+		StatsMaxAge:    time.Second,
 	}
 }
 
@@ -78,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.UtilityTimeout < 0 {
 		return fmt.Errorf("dispatcher: config: UtilityTimeout %v must be >= 0", c.UtilityTimeout)
+	}
+	if c.StatsMaxAge < 0 {
+		return fmt.Errorf("dispatcher: config: StatsMaxAge %v must be >= 0", c.StatsMaxAge)
 	}
 	if c.ClientIndex < 0 {
 		return fmt.Errorf("dispatcher: config: ClientIndex %d must be >= 0", c.ClientIndex)
@@ -96,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UtilityTimeout == 0 {
 		c.UtilityTimeout = def.UtilityTimeout
+	}
+	if c.StatsMaxAge == 0 {
+		c.StatsMaxAge = def.StatsMaxAge
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -141,7 +141,7 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	skip := skipStack[:0]
 	var refused error
 	for {
-		e, err := d.choose(req, skip)
+		e, err := d.choose(req, skip, start)
 		if err != nil {
 			if refused != nil && errors.Is(err, ErrNoEngines) {
 				return refused // every engine refused: report the last refusal
@@ -210,15 +210,16 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 
 // choose picks the engine for req: its pinned rank, or the policy's choice among
 // the engines not in skip.
-func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine) (*engine, error) {
+func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now time.Time) (*engine, error) {
 	engs := d.engines.Load().list
+	ns, maxAge := now.UnixNano(), int64(d.cfg.StatsMaxAge)
 	var stack [32]Load
 	loads := stack[:0]
 	if len(engs) > len(stack) {
 		loads = make([]Load, 0, len(engs))
 	}
 	for _, e := range engs {
-		l := e.load()
+		l := e.load(ns, maxAge)
 		if l.Ready && slices.Contains(skip, e) {
 			l.Ready = false
 		}

@@ -37,6 +37,8 @@ type engine struct {
 	waiting    atomic.Int64
 	running    atomic.Int64
 	admitted   atomic.Int64 // ADDs since the last stats
+	ended      atomic.Int64 // our requests that ended since the last stats
+	statsAt    atomic.Int64 // unix nanoseconds of the last stats, 0 = none
 	kvBits     atomic.Uint64
 	lastOutput atomic.Int64 // unix nanoseconds, 0 = never
 	cause      atomic.Pointer[string]
@@ -44,8 +46,10 @@ type engine struct {
 	m engineMetrics
 }
 
-// load snapshots the engine for the rank policy.
-func (e *engine) load() Load {
+// load snapshots the engine for the rank policy at now (unix nanoseconds); stats
+// older than maxAge are marked stale.
+func (e *engine) load(now, maxAge int64) Load {
+	at := e.statsAt.Load()
 	return Load{
 		Rank:         e.rank,
 		Ready:        e.up.Load(),
@@ -53,16 +57,21 @@ func (e *engine) load() Load {
 		Waiting:      e.waiting.Load(),
 		Running:      e.running.Load(),
 		Admitted:     e.admitted.Load(),
+		Ended:        e.ended.Load(),
+		Stale:        at != 0 && now-at > maxAge,
 		KVCacheUsage: math.Float64frombits(e.kvBits.Load()),
 	}
 }
 
-// observeLoad records fresh stats. Admissions before them are now part of them.
-func (e *engine) observeLoad(waiting, running int64, kv float64) {
+// observeLoad records fresh stats taken at now (unix nanoseconds). Admissions and
+// endings before them are now part of them.
+func (e *engine) observeLoad(waiting, running int64, kv float64, now int64) {
 	e.waiting.Store(waiting)
 	e.running.Store(running)
 	e.kvBits.Store(math.Float64bits(kv))
 	e.admitted.Store(0)
+	e.ended.Store(0)
+	e.statsAt.Store(now)
 }
 
 func (e *engine) status() EngineStatus {

@@ -24,7 +24,7 @@ func (d *Dispatcher) EngineUp(rank int) {
 	if e.up.Load() {
 		return
 	}
-	e.observeLoad(0, 0, 0)
+	e.observeLoad(0, 0, 0, 0) // a restarted engine is empty; no stats yet
 	e.cause.Store(nil)
 	e.up.Store(true)
 	d.log.Info("dispatcher: engine rejoined", "rank", rank)
@@ -65,7 +65,7 @@ func (d *Dispatcher) EngineDown(rank int, err error) {
 // scheduler_stats in HandleOutputs) for the rank policy.
 func (d *Dispatcher) ObserveLoad(rank int, waiting, running int64, kvCacheUsage float64) {
 	if e := d.engines.Load().find(rank); e != nil {
-		e.observeLoad(waiting, running, kvCacheUsage)
+		e.observeLoad(waiting, running, kvCacheUsage, d.cfg.Now().UnixNano())
 	}
 }
 
@@ -98,7 +98,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 		e.m.itl.flush(&itl)
 	}
 	if st := outs.SchedulerStats; st != nil {
-		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage)
+		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage, now.UnixNano())
 	}
 	// Outputs come first: an id whose final output was in this message is gone by now.
 	for _, id := range outs.FinishedRequests {

@@ -13,7 +13,14 @@ type Load struct {
 	// coordinator's publish); zero before the first one arrives.
 	Waiting, Running int64
 	// Admitted counts requests we sent since those stats, which they cannot reflect yet.
-	Admitted     int64
+	Admitted int64
+	// Ended counts our requests that ended (finished, aborted, failed) since those
+	// stats: an engine that goes idle sends no more stats, so without this its last
+	// report would keep counting them and the policy would starve it.
+	Ended int64
+	// Stale: the stats are older than Config.StatsMaxAge (the engine went quiet, e.g.
+	// stats taken just before our ABORTs reached it); only InFlight counts.
+	Stale        bool
 	KVCacheUsage float64 // 0..1
 }
 
@@ -25,13 +32,17 @@ const (
 )
 
 // Score is the least-loaded cost of sending one more request to the engine; lower is
-// better. It is max(in-flight, waiting + running + admitted-since-stats), so our own
-// admissions count before the engine's next stats report them and a stale report
-// never hides them, plus vLLM's KV-cache pressure term on the queue, which steers work
-// away from an engine that is about to preempt.
+// better. It is max(in-flight, waiting + running + admitted-since-stats -
+// ended-since-stats), so our own admissions count before the engine's next stats
+// report them and a stale report never hides them nor outlives our requests, plus
+// vLLM's KV-cache pressure term on the queue, which steers work away from an engine
+// that is about to preempt. Stale stats are ignored: the score is the in-flight count.
 func (l Load) Score() float64 {
+	if l.Stale {
+		return float64(l.InFlight)
+	}
 	queued := l.Waiting + l.Admitted
-	s := float64(max(l.InFlight, queued+l.Running))
+	s := float64(max(l.InFlight, queued+l.Running-l.Ended))
 	if queued > 0 && l.KVCacheUsage > kvPressureKnee {
 		s += float64(queued) * kvPressureWeight * (l.KVCacheUsage - kvPressureKnee)
 	}

@@ -2,9 +2,14 @@ package dispatcher
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 func ready(ranks ...int) []Load {
@@ -28,6 +33,9 @@ func TestScore(t *testing.T) {
 		{"no kv term without a queue", Load{Running: 4, KVCacheUsage: 0.9}, 4},
 		{"no kv term below the knee", Load{Waiting: 4, KVCacheUsage: 0.5}, 4},
 		{"kv pressure on the queue", Load{Waiting: 4, KVCacheUsage: 0.75}, 4 + 4*6*0.25},
+		{"endings since stats are no longer running", Load{InFlight: 1, Running: 5, Ended: 4}, 1},
+		{"endings never go below in-flight", Load{InFlight: 2, Running: 1, Ended: 9}, 2},
+		{"stale stats: in-flight only", Load{InFlight: 1, Waiting: 3, Running: 7, Stale: true}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,5 +213,55 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if err := (Config{StreamBuffer: -1}).Validate(); err == nil {
 		t.Error("Validate accepted a negative StreamBuffer")
+	}
+}
+
+// An engine whose requests were all aborted goes idle and sends no more stats. Its
+// last report must not keep it loaded forever: in the bench, after a client's
+// requests were aborted, ranks whose last stats predated the ABORTs finished nothing
+// for the rest of the run. Endings since the stats count at once; stats taken before
+// the ABORTs reached the engine (and delivered after them) stop counting once stale.
+func TestIdleEngineNotStarvedByItsLastStats(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stats after the aborts %v", late), func(t *testing.T) {
+			var now atomic.Int64
+			now.Store(time.Unix(1000, 0).UnixNano())
+			clock := func() time.Time { return time.Unix(0, now.Load()) }
+			h := newHarness(t, Config{Now: clock}, 0, 1)
+			ranks := map[int][]string{}
+			for i := range 8 {
+				id := fmt.Sprint("r", i)
+				rank, err := h.d.SubmitFunc(mkReq(id), func(int, *wire.EngineCoreOutput, error) {})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ranks[rank] = append(ranks[rank], id)
+			}
+			if len(ranks[0]) == 0 || len(ranks[1]) < 2 {
+				t.Fatalf("requests spread %v", ranks)
+			}
+			stats := func(rank int, running int) {
+				o := batch(rank)
+				o.SchedulerStats = &wire.SchedulerStats{NumRunningReqs: int64(running)}
+				h.d.HandleOutputs(rank, o)
+			}
+			stats(0, len(ranks[0]))
+			stats(1, len(ranks[1]))
+			h.d.Abort(ranks[0]...) // rank 0 is now idle and will report nothing more
+			h.d.Abort(ranks[1][0])
+			stats(1, len(ranks[1])-1)
+			if late {
+				stats(0, len(ranks[0])) // taken before the ABORT reached the engine
+				now.Add(int64(DefaultConfig().StatsMaxAge) + 1)
+				stats(1, len(ranks[1])-1) // rank 1 is busy: its stats stay fresh
+			}
+			rank, err := h.d.SubmitFunc(mkReq("next"), func(int, *wire.EngineCoreOutput, error) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rank != 0 {
+				t.Errorf("new request went to rank %d; rank 0 holds none of ours (engines %+v)", rank, h.d.Engines())
+			}
+		})
 	}
 }
