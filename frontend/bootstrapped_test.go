@@ -55,18 +55,34 @@ func TestBootstrapped(t *testing.T) {
 	})
 }
 
+// Bootstrapped, every rank's registration deadline starts at Start: rank 1 never
+// registers and times out after PhaseTimeout (fake time, so rank 0's registration
+// cannot be late on a loaded machine), rank 0 is up.
 func TestBootstrappedRegistrationTimeout(t *testing.T) {
-	cfg := bootstrappedConfig(t, "ipc", 0, 2, 2)
-	cfg.PhaseTimeout = 300 * time.Millisecond
-	f := startFrontend(t, cfg, newRecorder())
-	startMock(t, bootMock(f, 0, 2))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err := f.WaitReady(ctx, 2)
-	var pt *PhaseTimeoutError
-	if !errors.As(err, &pt) || pt.Rank != 1 || pt.Phase != PhaseRegistration {
-		t.Fatalf("want registration timeout of rank 1, got %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := memtransport.New()
+		cfg := bootstrappedConfig(t, "tcp", 0, 2, 2)
+		cfg.Network = mem
+		cfg.PhaseTimeout = 5 * time.Second
+		start := time.Now()
+		f := startFrontend(t, cfg, newRecorder())
+		c := bootMock(f, 0, 2)
+		c.Network = mem
+		startMock(t, c)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err := f.WaitReady(ctx, 2)
+		var pt *PhaseTimeoutError
+		if !errors.As(err, &pt) || pt.Rank != 1 || pt.Phase != PhaseRegistration {
+			t.Fatalf("want registration timeout of rank 1, got %v", err)
+		}
+		if d := time.Since(start); d < cfg.PhaseTimeout || d > cfg.PhaseTimeout+f.tickInterval() {
+			t.Fatalf("timed out after %v (PhaseTimeout %v, tick %v)", d, cfg.PhaseTimeout, f.tickInterval())
+		}
+		if err := f.WaitReady(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // Phase deadlines under fake time: an engine that registers but never sends READY
