@@ -12,29 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// python returns Debian's python3 with pyzmq and msgpack, or skips.
-func python(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil {
-			if exec.Command(path, "-c", "import zmq, msgpack").Run() == nil {
-				return path
-			}
-		}
-	}
-	t.Skip("python3 with zmq and msgpack not available")
-	return ""
-}
 
 // pyEngine runs testdata/py_engine.py; the returned channel gets its exit error.
 func pyEngine(t *testing.T, hs string, rank, dieAfter int) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, python(t), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter))
+	cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -132,7 +119,7 @@ func TestInteropMockEngineWithPythonFrontend(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, python(t), "testdata/py_frontend.py", tr, t.TempDir())
+		cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_frontend.py", tr, t.TempDir())
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
