@@ -225,3 +225,15 @@ func BenchmarkVmihailencoEncodeAdd1000(b *testing.B) {
 	}
 	b.SetBytes(int64(buf.Len()))
 }
+
+// BenchmarkValidateAdd1000 is the per-request cost of the checks run before every
+// send (Validate includes EngineAccepts).
+func BenchmarkValidateAdd1000(b *testing.B) {
+	q := benchAdd()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := q.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

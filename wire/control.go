@@ -10,7 +10,7 @@ func AppendAbort(dst []byte, ids []string) []byte { return appendStrs(dst, ids) 
 
 // DecodeAbort decodes an ABORT body.
 func DecodeAbort(body []byte) ([]string, error) {
-	r := reader{b: body}
+	r := reader{b: body, text: true}
 	ids, err := r.optStrs()
 	if err == nil && ids == nil {
 		err = &DecodeError{Msg: "expected array, got nil"}
@@ -44,7 +44,7 @@ func AppendUtility(dst []byte, clientIndex int64, callID uint64, method string, 
 // complement bit pattern; args is the raw msgpack array (a view into body).
 func DecodeUtility(body []byte) (clientIndex int64, callID uint64, method string, args Raw, err error) {
 	const typ = "Utility"
-	r := reader{b: body}
+	r := reader{b: body, text: true}
 	n, err := r.arrayHeader()
 	if err != nil {
 		return 0, 0, "", nil, fieldErr(err, typ, "")

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // extRawView is vLLM's CUSTOM_TYPE_RAW_VIEW ext code: raw tensor/ndarray bytes.
@@ -73,9 +74,16 @@ func kindOf(c byte) kind {
 
 // reader is a cursor over one msgpack frame. Errors carry the offset; the codec
 // functions fill in the type and field names (see fieldErr).
+//
+// text makes every str (map keys and the strs inside skipped or raw values too) be
+// valid UTF-8. The decoders of what a client or frontend sends to an engine set it:
+// msgspec turns every str into a Python str, so one bad byte raises in the engine's
+// input thread, which then dies without a word. Decoders of engine output leave it
+// off (Python produced those strs), which keeps that hot path as it was.
 type reader struct {
-	b   []byte
-	off int
+	b    []byte
+	off  int
+	text bool
 }
 
 func (r *reader) errorf(msg string) error { return &DecodeError{Offset: r.off, Msg: msg} }
@@ -390,6 +398,10 @@ func (r *reader) strBytes() ([]byte, error) {
 		return nil, r.eof()
 	}
 	s := r.b[r.off : r.off+n : r.off+n]
+	if r.text && !utf8.Valid(s) {
+		r.off = start
+		return nil, r.errorf("str is not valid UTF-8")
+	}
 	r.off += n
 	return s, nil
 }

@@ -23,6 +23,8 @@ type SamplingParams struct {
 	MinTokens                  int64
 	Logprobs                   OptInt
 	PromptLogprobs             OptInt
+	PromptLogprobTokenIDs      []int64 // prompt_logprob_token_ids (newest vLLM)
+	PromptLogprobStart         OptInt  // prompt_logprob_start (newest vLLM)
 	LogprobTokenIDs            []int64
 	FlatLogprobs               bool
 	Detokenize                 bool // default true
@@ -45,8 +47,11 @@ type SamplingParams struct {
 	SkipReadingPrefixCache     OptBool
 	ThinkingTokenBudget        OptInt
 	RepetitionDetection        Raw
+	TraceDecodeTokenIDs        []int64 // trace_decode_token_ids (newest vLLM)
 	// Unknown holds keys this version does not know, in arrival order, so a newer
-	// peer's fields survive a decode/encode round trip.
+	// peer's fields survive a decode/encode round trip. Validate refuses every one of
+	// them: an engine ignores a key it does not know but type-checks one it does, and
+	// we cannot tell which keys an engine of another version knows.
 	Unknown []RawField
 }
 

@@ -140,7 +140,7 @@ func DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
 	if len(frames) == 0 {
 		return &DecodeError{Type: typ, Msg: "no frames"}
 	}
-	r := reader{b: frames[0]}
+	r := reader{b: frames[0], text: true}
 	n, err := r.arrayHeader()
 	if err != nil {
 		return fieldErr(err, typ, "")

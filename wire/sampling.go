@@ -80,6 +80,14 @@ func appendSampling(b []byte, p *SamplingParams) []byte {
 		key("prompt_logprobs")
 		b = appendInt(b, p.PromptLogprobs.Value)
 	}
+	if p.PromptLogprobTokenIDs != nil {
+		key("prompt_logprob_token_ids")
+		b = appendInts(b, p.PromptLogprobTokenIDs)
+	}
+	if p.PromptLogprobStart.Valid {
+		key("prompt_logprob_start")
+		b = appendInt(b, p.PromptLogprobStart.Value)
+	}
 	if p.LogprobTokenIDs != nil {
 		key("logprob_token_ids")
 		b = appendInts(b, p.LogprobTokenIDs)
@@ -168,6 +176,10 @@ func appendSampling(b []byte, p *SamplingParams) []byte {
 		key("routed_experts_prompt_start")
 		b = appendInt(b, p.RoutedExpertsPromptStart)
 	}
+	if p.TraceDecodeTokenIDs != nil {
+		key("trace_decode_token_ids")
+		b = appendInts(b, p.TraceDecodeTokenIDs)
+	}
 	for _, f := range p.Unknown {
 		key(f.Key)
 		b = appendRaw(b, f.Value)
@@ -243,6 +255,12 @@ func (r *reader) samplingField(p *SamplingParams, k []byte) (err error) {
 		p.Logprobs, err = r.optInt()
 	case "prompt_logprobs":
 		p.PromptLogprobs, err = r.optInt()
+	case "prompt_logprob_token_ids":
+		p.PromptLogprobTokenIDs, err = r.optInts()
+	case "prompt_logprob_start":
+		p.PromptLogprobStart, err = r.optInt()
+	case "trace_decode_token_ids":
+		p.TraceDecodeTokenIDs, err = r.optInts()
 	case "logprob_token_ids":
 		p.LogprobTokenIDs, err = r.optInts()
 	case "flat_logprobs":

@@ -1,10 +1,17 @@
 package wire
 
-// Normalize and Validate keep what we send from tripping an engine. The engine runs
-// SamplingParams.__post_init__ (and so _verify_args) again when it decodes an ADD, in
-// its input thread, where an exception is not answered per request. Validate mirrors
-// those checks (vllm/sampling_params.py) plus the wire rules of this project; Normalize
-// does what vLLM's Python frontend does to a request before sending it.
+// Prepare, Normalize and Validate keep what we send from tripping an engine and make
+// it what vLLM's Python frontend would send. The engine runs SamplingParams'
+// __post_init__ (and so _verify_args) again when it decodes an ADD, in its input
+// thread, where an exception is not answered per request. EngineAccepts (accept.go)
+// holds vLLM's rules; Validate adds this project's; Prepare does what vLLM's
+// SamplingParams.__post_init__ does in the frontend, checks included.
+//
+// Which to call: build the SamplingParams, SetEOS, then Prepare (not Normalize),
+// then Validate on the request. Prepare is the only one that sees the caller's
+// values before the greedy reset overwrites top_p/top_k/min_p, as vLLM's
+// _verify_args does; Normalize after the fact would hide, for instance, top_p=0
+// with temperature=0, which vLLM's frontend refuses.
 
 import (
 	"math"
@@ -40,15 +47,43 @@ func (p *SamplingParams) SetEOS(primary OptInt, generationEOS ...int64) {
 	}
 }
 
-// Normalize applies SamplingParams.__post_init__'s rewrites so that the map we send
-// equals what a Python frontend sends: stop/stop_token_ids/bad_words become [] when
-// unset (duplicates dropped), seed -1 and thinking_token_budget -1 become unset, tiny
-// positive temperatures are raised to 0.01, greedy sampling resets top_p/top_k/min_p,
-// output_text_buffer_length is derived from the stop strings, _all_stop_token_ids
-// gains stop_token_ids and the EOS id (as a sorted set), _eos_token_id is cleared
-// when ignore_eos, and skip_reading_prefix_cache defaults to "prompt logprobs asked".
-// It is idempotent.
+// Prepare runs SamplingParams.__post_init__ as vLLM's frontend does when it builds
+// the params: the rewrites that come before _verify_args (seed -1 and
+// thinking_token_budget -1 become unset, a positive temperature below 0.01 is raised
+// to it, stop/stop_token_ids/bad_words become [] when unset, stop_token_ids and
+// bad_words lose later duplicates, output_text_buffer_length is derived from the
+// stop strings), then _verify_args on those values, then the rest (see Normalize).
+// On an error p is left with the first rewrites applied and must not be sent.
+func (p *SamplingParams) Prepare() error {
+	if p.ThinkingTokenBudget.Valid && p.ThinkingTokenBudget.Value < -1 {
+		return invalid("thinking_token_budget", "must be non-negative or -1") // validate_thinking_token_budget
+	}
+	p.preVerify()
+	if err := p.verifyArgs(p.Temperature); err != nil {
+		return err
+	}
+	p.postVerify()
+	if p.Temperature < samplingEps && p.N > 1 { // _verify_greedy_sampling
+		return invalid("n", "must be 1 when using greedy sampling, got "+itoa(int(p.N)))
+	}
+	return nil
+}
+
+// Normalize applies SamplingParams.__post_init__'s rewrites without its checks, so
+// that the map we send equals what a Python frontend sends. It is what Prepare does
+// minus the checks, kept for callers that normalise params already checked, such as
+// a request a vLLM client filled; new callers want Prepare. Beyond Prepare's first
+// rewrites it resets top_p/top_k/min_p for greedy sampling, makes
+// _all_stop_token_ids the sorted set of itself, stop_token_ids and the EOS id,
+// clears _eos_token_id when ignore_eos, and defaults skip_reading_prefix_cache to
+// "prompt logprobs asked". It is idempotent.
 func (p *SamplingParams) Normalize() {
+	p.preVerify()
+	p.postVerify()
+}
+
+// preVerify is __post_init__ up to _verify_args.
+func (p *SamplingParams) preVerify() {
 	if p.Temperature > 0 && p.Temperature < minTemperature {
 		p.Temperature = minTemperature
 	}
@@ -58,7 +93,11 @@ func (p *SamplingParams) Normalize() {
 	if p.ThinkingTokenBudget.Valid && p.ThinkingTokenBudget.Value == -1 {
 		p.ThinkingTokenBudget = OptInt{}
 	}
-	p.Stop = dedupOrEmpty(p.Stop)
+	// stop keeps its duplicates: vLLM only turns None into [] (and a str into [str],
+	// which the decoder already did); stop_token_ids and bad_words are deduplicated.
+	if p.Stop == nil {
+		p.Stop = []string{}
+	}
 	p.StopTokenIDs = dedupOrEmpty(p.StopTokenIDs)
 	p.BadWords = dedupOrEmpty(p.BadWords)
 	if len(p.Stop) > 0 && !p.IncludeStopStrInOutput {
@@ -68,6 +107,11 @@ func (p *SamplingParams) Normalize() {
 		}
 		p.OutputTextBufferLength = int64(longest - 1)
 	}
+}
+
+// postVerify is __post_init__ after _verify_args, plus what
+// update_from_generation_config leaves (the EOS id in _all_stop_token_ids).
+func (p *SamplingParams) postVerify() {
 	if p.Temperature < samplingEps {
 		p.TopP, p.TopK, p.MinP = 1, 0, 0
 	}
@@ -86,7 +130,8 @@ func (p *SamplingParams) Normalize() {
 		p.EOSTokenID = OptInt{}
 	}
 	if !p.SkipReadingPrefixCache.Valid {
-		p.SkipReadingPrefixCache = OptBool{Value: p.PromptLogprobs.Valid, Valid: true}
+		// The newest __post_init__: prompt_logprobs or prompt_logprob_token_ids.
+		p.SkipReadingPrefixCache = OptBool{Value: p.PromptLogprobs.Valid || p.PromptLogprobTokenIDs != nil, Valid: true}
 	}
 }
 
@@ -110,181 +155,117 @@ func dedupOrEmpty[T comparable](v []T) []T {
 
 func invalid(field, msg string) error { return &ValidationError{Field: field, Msg: msg} }
 
-// Validate reports the first value an engine would reject in SamplingParams'
-// post-init, or that this project never sends: n must be 1 (fan out yourself),
-// max_tokens must be set, _eos_token_id must be set unless ignore_eos, and every
-// stop id must be in _all_stop_token_ids (run Normalize first).
+// Validate reports the first value an engine would reject (EngineAccepts' rules for
+// the sampling params), or that vLLM's frontend refuses in SamplingParams.verify
+// where no model config is needed, or that this project never sends: n must be 1
+// (fan out yourself), max_tokens must be set, _eos_token_id must be set unless
+// ignore_eos, every stop id must be in _all_stop_token_ids (run Prepare first), and
+// no key we do not know may travel in Unknown.
 func (p *SamplingParams) Validate() error {
+	if err := p.engineAccepts(); err != nil {
+		return err
+	}
+	return p.validateProject()
+}
+
+// validateProject is Validate without EngineAccepts' rules, which the request's
+// Validate has run already.
+func (p *SamplingParams) validateProject() error {
 	switch {
 	case p.N != 1:
 		return invalid("n", "must be 1 on the wire, got "+itoa(int(p.N)))
-	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
-		return invalid("presence_penalty", "must be in [-2, 2]")
-	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
-		return invalid("frequency_penalty", "must be in [-2, 2]")
-	case math.IsInf(p.RepetitionPenalty, 0) || !(p.RepetitionPenalty > 0):
-		return invalid("repetition_penalty", "must be a finite number greater than zero")
-	case !(p.Temperature >= 0 && p.Temperature <= 2):
-		return invalid("temperature", "must be in [0, 2]")
-	case !(p.TopP > 0 && p.TopP <= 1):
-		return invalid("top_p", "must be in (0, 1]")
-	case p.TopK < -1:
-		return invalid("top_k", "must be 0 or -1 (disabled), or at least 1")
-	case !(p.MinP >= 0 && p.MinP <= 1):
-		return invalid("min_p", "must be in [0, 1]")
 	case !p.MaxTokens.Valid:
 		return invalid("max_tokens", "must be set (the engine needs a bound)")
-	case p.MaxTokens.Value < 1:
-		return invalid("max_tokens", "must be at least 1, got "+itoa(int(p.MaxTokens.Value)))
-	case p.MinTokens < 0:
-		return invalid("min_tokens", "must be >= 0")
-	case p.MinTokens > p.MaxTokens.Value:
-		return invalid("min_tokens", "must be <= max_tokens")
-	case p.StreamInterval.Valid && p.StreamInterval.Value < 1:
-		return invalid("stream_interval", "must be at least 1")
-	case p.Logprobs.Valid && p.Logprobs.Value < -1:
-		return invalid("logprobs", "must be non-negative or -1")
-	case p.PromptLogprobs.Valid && p.PromptLogprobs.Value < -1:
-		return invalid("prompt_logprobs", "must be non-negative or -1")
-	case p.OutputKind < 0 || p.OutputKind > 2:
-		return invalid("output_kind", "must be 0 (CUMULATIVE), 1 (DELTA) or 2 (FINAL_ONLY)")
-	case p.ThinkingTokenBudget.Valid && p.ThinkingTokenBudget.Value < -1:
-		return invalid("thinking_token_budget", "must be non-negative or -1")
 	case p.RoutedExpertsPromptStart < 0:
 		return invalid("routed_experts_prompt_start", "must be >= 0")
 	case p.OutputTextBufferLength < 0:
 		return invalid("output_text_buffer_length", "must be >= 0")
+	case len(p.Unknown) > 0:
+		return invalid(p.Unknown[0].Key, "is not a SamplingParams field this version knows; refusing rather than guessing its type")
 	}
-	if slices.Contains(p.Stop, "") {
-		return invalid("stop", "cannot contain an empty string")
-	}
-	if len(p.Stop) > 0 && !p.Detokenize {
-		return invalid("stop", "stop strings need detokenize")
-	}
-	if slices.Contains(p.BadWords, "") {
-		return invalid("bad_words", "cannot contain an empty string")
-	}
-	for _, f := range []struct {
+	for _, f := range [...]struct {
 		name string
 		ids  []int64
-	}{{"stop_token_ids", p.StopTokenIDs}, {"_all_stop_token_ids", p.AllStopTokenIDs}, {"logprob_token_ids", p.LogprobTokenIDs}, {"allowed_token_ids", p.AllowedTokenIDs}} {
+	}{
+		{"stop_token_ids", p.StopTokenIDs}, {"_all_stop_token_ids", p.AllStopTokenIDs},
+		{"logprob_token_ids", p.LogprobTokenIDs}, {"allowed_token_ids", p.AllowedTokenIDs},
+		{"prompt_logprob_token_ids", p.PromptLogprobTokenIDs}, {"trace_decode_token_ids", p.TraceDecodeTokenIDs},
+	} {
 		if slices.ContainsFunc(f.ids, func(id int64) bool { return id < 0 }) {
 			return invalid(f.name, "token ids must be non-negative")
 		}
 	}
-	if p.AllowedTokenIDs != nil && len(p.AllowedTokenIDs) == 0 {
-		return invalid("allowed_token_ids", "must not be empty when set")
-	}
-	if n := len(p.LogprobTokenIDs); n > maxLogprobTokenIDs {
-		return invalid("logprob_token_ids", "at most 128 ids")
-	} else if p.LogprobTokenIDs != nil && p.Logprobs.Valid && p.Logprobs.Value != int64(n) {
-		return invalid("logprob_token_ids", "logprobs must equal len(logprob_token_ids) when both are set")
+	if err := p.validateFrontend(); err != nil {
+		return err
 	}
 	if p.EOSTokenID.Valid {
 		if p.EOSTokenID.Value < 0 {
 			return invalid("_eos_token_id", "must be non-negative")
 		}
 		if !slices.Contains(p.AllStopTokenIDs, p.EOSTokenID.Value) {
-			return invalid("_all_stop_token_ids", "must contain _eos_token_id (run Normalize)")
+			return invalid("_all_stop_token_ids", "must contain _eos_token_id (run Prepare)")
 		}
 	} else if !p.IgnoreEOS {
 		return invalid("_eos_token_id", "must be set unless ignore_eos (SetEOS)")
 	}
 	for _, id := range p.StopTokenIDs {
 		if !slices.Contains(p.AllStopTokenIDs, id) {
-			return invalid("_all_stop_token_ids", "must contain every stop_token_ids entry (run Normalize)")
+			return invalid("_all_stop_token_ids", "must contain every stop_token_ids entry (run Prepare)")
 		}
 	}
-	return p.validateRaw()
+	if err := checkStructuredOutputs(p.StructuredOutputs, true); err != nil {
+		return err
+	}
+	if err := checkLogitBias(p.LogitBias, true); err != nil {
+		return err
+	}
+	return checkBadWordsTokenIDs(p.BadWordsTokenIDs, true)
 }
 
-// validateRaw checks the undecoded fields: well-formed, of the declared shape, and
-// passing the post-init checks of the structs they decode into on the engine.
-func (p *SamplingParams) validateRaw() error {
-	for _, f := range []struct {
-		name string
-		v    Raw
-		k    kind
-	}{
-		{"structured_outputs", p.StructuredOutputs, kindMap},
-		{"logit_bias", p.LogitBias, kindMap},
-		{"extra_args", p.ExtraArgs, kindMap},
-		{"_bad_words_token_ids", p.BadWordsTokenIDs, kindArray},
-		{"repetition_detection", p.RepetitionDetection, kindMap},
-	} {
-		if err := checkRaw(f.name, f.v, f.k); err != nil {
-			return err
-		}
+// validateFrontend is the part of SamplingParams.verify (vllm/sampling_params.py)
+// that needs no model config: _validate_logprobs, _validate_allowed_token_ids and
+// _validate_trace_replay without their vocabulary bounds.
+func (p *SamplingParams) validateFrontend() error {
+	if p.AllowedTokenIDs != nil && len(p.AllowedTokenIDs) == 0 {
+		return invalid("allowed_token_ids", "must not be empty when set") // _validate_allowed_token_ids
 	}
-	for _, u := range p.Unknown {
-		if !validRaw(u.Value) {
-			return invalid(u.Key, "not one well-formed msgpack value")
-		}
+	if n := len(p.LogprobTokenIDs); n > maxLogprobTokenIDs { // _validate_logprobs
+		return invalid("logprob_token_ids", "at most 128 ids")
+	} else if p.LogprobTokenIDs != nil && p.Logprobs.Valid && p.Logprobs.Value != int64(n) {
+		return invalid("logprob_token_ids", "logprobs must equal len(logprob_token_ids) when both are set")
 	}
-	if p.StructuredOutputs != nil {
-		set := 0
-		eachEntry(p.StructuredOutputs, func(k string, r *reader) {
-			switch k {
-			case "json", "regex", "choice", "grammar", "json_object", "structural_tag":
-				if r.peek() != kindNil {
-					set++
-				}
+	if ids := p.PromptLogprobTokenIDs; ids != nil { // _validate_logprobs
+		if len(ids) == 0 {
+			return invalid("prompt_logprob_token_ids", "must not be empty")
+		}
+		for i, id := range ids {
+			if slices.Contains(ids[:i], id) {
+				return invalid("prompt_logprob_token_ids", "must not contain duplicates")
 			}
-		})
-		if set != 1 {
-			return invalid("structured_outputs", "exactly one constraint (json, regex, choice, grammar, json_object, structural_tag) must be set")
+		}
+		if p.PromptLogprobStart.Valid && p.PromptLogprobStart.Value < 0 {
+			return invalid("prompt_logprob_start", "must be non-negative")
 		}
 	}
-	if p.RepetitionDetection != nil {
-		var maxP, minP, minC int64
-		eachEntry(p.RepetitionDetection, func(k string, r *reader) {
-			switch k {
-			case "max_pattern_size":
-				maxP, _ = r.int()
-			case "min_pattern_size":
-				minP, _ = r.int()
-			case "min_count":
-				minC, _ = r.int()
-			}
-		})
-		if maxP < 0 || minP < 0 || minP > maxP || (maxP > 0 && minC < 2) {
-			return invalid("repetition_detection", "need 0 <= min_pattern_size <= max_pattern_size and min_count >= 2 when enabled")
+	if ids := p.TraceDecodeTokenIDs; ids != nil { // _validate_trace_replay
+		switch {
+		case len(ids) == 0:
+			return invalid("trace_decode_token_ids", "must be a non-empty list")
+		case p.N != 1:
+			return invalid("trace_decode_token_ids", "requires n=1")
+		case p.PromptLogprobs.Valid:
+			return invalid("trace_decode_token_ids", "is not supported with prompt_logprobs")
+		case p.StructuredOutputs != nil:
+			return invalid("trace_decode_token_ids", "is not supported with structured outputs")
+		case p.RepetitionDetection != nil:
+			return invalid("trace_decode_token_ids", "is not supported with repetition_detection")
+		case p.ThinkingTokenBudget.Valid:
+			return invalid("trace_decode_token_ids", "is not supported with thinking_token_budget")
+		case len(p.BadWords) > 0:
+			return invalid("trace_decode_token_ids", "is not supported with bad_words")
 		}
 	}
 	return nil
-}
-
-// checkRaw accepts nil, or one well-formed value of kind k.
-func checkRaw(name string, v Raw, k kind) error {
-	if v == nil {
-		return nil
-	}
-	if kindOf(v[0]) != k && kindOf(v[0]) != kindNil || !validRaw(v) {
-		return invalid(name, "must be one well-formed msgpack "+k.String()+" or nil")
-	}
-	return nil
-}
-
-// eachEntry calls f for every str-keyed entry of a (validated) raw map, with the
-// reader positioned at the value; values f does not consume are skipped.
-func eachEntry(m Raw, f func(k string, r *reader)) {
-	r := reader{b: m}
-	n, err := r.mapHeader()
-	if err != nil {
-		return
-	}
-	for range n {
-		k, err := r.strBytes()
-		if err != nil {
-			return
-		}
-		start := r.off
-		f(string(k), &r)
-		r.off = start
-		if r.skip() != nil {
-			return
-		}
-	}
 }
 
 // CheckPromptLen rejects a prompt longer than the engine's max_model_len (from its
@@ -296,8 +277,9 @@ func (q *EngineCoreRequest) CheckPromptLen(maxModelLen int64) error {
 	return nil
 }
 
-// Validate checks a request before it is encoded and sent: the fields the engine
-// types strictly, the sampling parameters, and every Raw field's well-formedness.
+// Validate checks a request before it is encoded and sent: everything EngineAccepts
+// checks, the sampling parameters' project and frontend rules (SamplingParams.
+// Validate), and the project's rules for the request itself.
 func (q *EngineCoreRequest) Validate() error {
 	switch {
 	case q.RequestID == "":
@@ -318,43 +300,21 @@ func (q *EngineCoreRequest) Validate() error {
 		return invalid("client_index", "must be non-negative")
 	case q.CurrentWave < 0:
 		return invalid("current_wave", "must be non-negative")
-	case q.PromptEmbeds != nil && q.PromptEmbeds.DType == "":
-		return invalid("prompt_embeds", "dtype must be set")
+	case q.LoRA != nil && q.LoRA.Name == "":
+		return invalid("lora_request.lora_name", "must not be empty")
+	case q.KVHints != nil && (kindOf(q.KVHints[0]) != kindMap && q.KVHints[0] != 0xc0 || !validRaw(q.KVHints)):
+		return invalid("kv_hints", "must be one well-formed msgpack map or nil")
 	}
-	for _, f := range []struct {
-		name string
-		v    Raw
-		k    kind
-	}{
-		{"mm_features", q.MMFeatures, kindArray},
-		{"pooling_params", q.PoolingParams, kindArray},
-		{"reasoning_parser_kwargs", q.ReasoningParserKwargs, kindMap},
-		{"kv_hints", q.KVHints, kindMap},
-	} {
-		if err := checkRaw(f.name, f.v, f.k); err != nil {
-			return err
-		}
+	if err := EngineAccepts(q); err != nil {
+		return err
 	}
-	if l := q.LoRA; l != nil {
-		switch {
-		case l.Name == "":
-			return invalid("lora_request.lora_name", "must not be empty")
-		case l.IntID < 1:
-			return invalid("lora_request.lora_int_id", "must be > 0")
-		case l.Path == "":
-			return invalid("lora_request.lora_path", "must not be empty")
-		}
-		if err := checkRaw("lora_request.tensorizer_config_dict", l.TensorizerConfigDict, kindMap); err != nil {
-			return err
+	if t := q.PromptEmbeds; t != nil {
+		if _, canonical, _ := TorchDTypeSize(t.DType); !canonical {
+			return invalid("prompt_embeds.dtype", "must be the canonical torch name (float32, not float), got "+quote(t.DType))
 		}
 	}
 	if q.Sampling != nil {
-		if err := q.Sampling.Validate(); err != nil {
-			if ve, ok := err.(*ValidationError); ok {
-				ve.Field = "sampling_params." + ve.Field
-			}
-			return err
-		}
+		return prefixed("sampling_params.", q.Sampling.validateProject())
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func TestNormalize(t *testing.T) {
 	p.Normalize()
 	want := DefaultSamplingParams()
 	want.Temperature = 0.01
-	want.Stop = []string{"ab", "héllo"}
+	want.Stop = []string{"ab", "héllo", "ab"} // __post_init__ does not dedupe stop (C1)
 	want.StopTokenIDs = []int64{14, 13}
 	want.IgnoreEOS = true
 	want.PromptLogprobs = SomeInt(1)
@@ -140,7 +140,7 @@ func TestValidate(t *testing.T) {
 	if err := q.Validate(); err != nil {
 		t.Errorf("ignore_eos without EOS: %v", err)
 	}
-	q.Sampling.StructuredOutputs = mapForTest(map[string]int64{"json_object": 1})
+	q.Sampling.StructuredOutputs = mp([]kv{{"json_object", true}})
 	if err := q.Validate(); err != nil {
 		t.Errorf("one structured constraint: %v", err)
 	}
