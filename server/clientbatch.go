@@ -23,12 +23,12 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 	}
 	b := c.open[rank]
 	if b == nil {
-		b = &wire.EngineCoreOutputs{EngineIndex: int64(rank)}
+		b = getBatch(rank)
 		c.open[rank] = b
 		s.dirty[rank] = append(s.dirty[rank], c)
 	}
 	if err == nil {
-		b.Outputs = append(b.Outputs, copyOutput(userID, out))
+		b.add(userID, out)
 		c.queued++
 		if out.Finished() {
 			delete(c.reqs, userID)
@@ -92,7 +92,7 @@ func (s *ClientServer) sealBatch(rank int) (full *client) {
 		if b := c.open[rank]; b != nil {
 			delete(c.open, rank)
 			if len(b.Outputs) > 0 && !c.gone {
-				s.queueLocked(outMsg{to: c.id, outs: b})
+				s.queueLocked(outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
 			}
 		}
 		if c.queued >= high && !c.gone {
@@ -152,7 +152,7 @@ func (s *ClientServer) sealLocked(c *client, rank int) {
 		}
 	}
 	if len(b.Outputs) > 0 && !c.gone {
-		s.queueLocked(outMsg{to: c.id, outs: b})
+		s.queueLocked(outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
 	}
 }
 
@@ -309,7 +309,10 @@ func (s *ClientServer) writeLoop() {
 }
 
 // send encodes and writes each message. A client that cannot be written to is gone.
+// Only the writer goroutine calls it, so the frame list is reused.
 func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
+	frames := s.frames[:0]
+	defer func() { clear(frames); s.frames = frames[:0] }()
 	for _, m := range batch {
 		var aux [][]byte
 		var err error
@@ -318,12 +321,14 @@ func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
 		} else {
 			buf = appendClientError(buf[:0], m.err)
 		}
+		if m.batch != nil {
+			putBatch(m.batch) // encoded: nothing refers to it any more
+		}
 		if err != nil {
 			s.log.Error("client protocol: encoding outputs", "err", err)
 			continue
 		}
-		frames := make([][]byte, 0, 2+len(aux))
-		frames = append(append(frames, m.to, buf), aux...)
+		frames = append(append(frames[:0], m.to, buf), aux...)
 		if err := s.sock.Send(frames...); err != nil {
 			s.clientGone(m.to, "send failed: "+err.Error())
 		}

@@ -5,6 +5,7 @@ package server
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -51,16 +52,54 @@ func (s *ClientServer) replyUtility(c *client, callID uint64, rank int, failure 
 	s.kickLocked()
 }
 
-// copyOutput keeps what a client needs of an engine output under the client's own
-// request id. The engine's slices are reused after deliver returns, so they are copied.
-func copyOutput(userID string, o *wire.EngineCoreOutput) wire.EngineCoreOutput {
-	c := wire.EngineCoreOutput{
-		RequestID:       userID,
-		NewTokenIDs:     append([]int64{}, o.NewTokenIDs...),
-		FinishReason:    o.FinishReason,
-		StopReason:      o.StopReason,
-		NumNaNsInLogits: o.NumNaNsInLogits,
+// outBatch is one client's EngineCoreOutputs for one engine message, with the token
+// ids of its outputs in one arena. Batches are recycled once the writer has encoded
+// them, so a steady stream of engine messages allocates nothing per output (a fresh
+// batch per message, its growing Outputs and a token slice per output were most of
+// the client path's allocations).
+type outBatch struct {
+	wire.EngineCoreOutputs
+	toks []int64
+}
+
+var batchPool = sync.Pool{New: func() any { return &outBatch{toks: make([]int64, 0, 256)} }}
+
+func getBatch(rank int) *outBatch {
+	b := batchPool.Get().(*outBatch)
+	b.EngineIndex = int64(rank)
+	return b
+}
+
+// putBatch clears b (dropping its references to ids and engine data) and pools it.
+func putBatch(b *outBatch) {
+	clear(b.Outputs)
+	clear(b.FinishedRequests)
+	toks, outs, fin := b.toks[:0], b.Outputs[:0], b.FinishedRequests[:0]
+	*b = outBatch{toks: toks}
+	b.Outputs, b.FinishedRequests = outs, fin
+	batchPool.Put(b)
+}
+
+// add copies what a client needs of an engine output into the batch, under the
+// client's own request id. The engine's slices are reused after deliver returns, so
+// they are copied: token ids into the arena, the rare fields into their own memory.
+func (b *outBatch) add(userID string, o *wire.EngineCoreOutput) {
+	n := len(b.Outputs)
+	if n < cap(b.Outputs) {
+		b.Outputs = b.Outputs[:n+1] // zeroed by putBatch
+	} else {
+		b.Outputs = append(b.Outputs, wire.EngineCoreOutput{})
 	}
+	// Appending may move the arena; outputs added before keep the old array, which
+	// still holds their tokens, so their windows stay valid.
+	start := len(b.toks)
+	b.toks = append(b.toks, o.NewTokenIDs...)
+	c := &b.Outputs[n]
+	c.RequestID = userID
+	c.NewTokenIDs = b.toks[start:len(b.toks):len(b.toks)]
+	c.FinishReason = o.FinishReason
+	c.StopReason = o.StopReason
+	c.NumNaNsInLogits = o.NumNaNsInLogits
 	if o.StopReason.Kind == wire.StopReasonText {
 		c.StopReason.Text = string(append([]byte(nil), o.StopReason.Text...))
 	}
@@ -74,7 +113,6 @@ func copyOutput(userID string, o *wire.EngineCoreOutput) wire.EngineCoreOutput {
 	if o.Events != nil {
 		c.Events = append([]wire.EngineCoreEvent(nil), o.Events...)
 	}
-	return c
 }
 
 // errorMessage is the wire form of clientError: a msgpack map, so a client tells it

@@ -81,6 +81,7 @@ type ClientServer struct {
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
+	frames  [][]byte      // the writer's reused frame list
 	wg      sync.WaitGroup
 }
 
@@ -89,7 +90,7 @@ type client struct {
 	id       []byte
 	idHex    string
 	reqs     map[string]liveReq // by client request id
-	open     map[int]*wire.EngineCoreOutputs
+	open     map[int]*outBatch
 	queued   int
 	lastSeen time.Time
 	gone     bool
@@ -103,9 +104,10 @@ type liveReq struct {
 
 // outMsg is one message for the writer: an EngineCoreOutputs or an error map.
 type outMsg struct {
-	to   []byte
-	outs *wire.EngineCoreOutputs
-	err  *clientError
+	to    []byte
+	outs  *wire.EngineCoreOutputs
+	batch *outBatch // outs belongs to it: recycled once written
+	err   *clientError
 }
 
 // clientError is the error message map (see README.md).
@@ -236,7 +238,7 @@ func (s *ClientServer) touch(id []byte) *client {
 	if c == nil {
 		c = &client{
 			id: append([]byte(nil), id...), idHex: hex.EncodeToString(id),
-			reqs: make(map[string]liveReq), open: make(map[int]*wire.EngineCoreOutputs),
+			reqs: make(map[string]liveReq), open: make(map[int]*outBatch),
 		}
 		s.clients[string(id)] = c
 	}

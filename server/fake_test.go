@@ -62,7 +62,7 @@ type testFullError struct{}
 func (*testFullError) Error() string { return "fake engine queue full" }
 
 // newFakeCore starts a dispatcher over ranks fake engines, all up.
-func newFakeCore(t *testing.T, ranks int) *fakeEngines {
+func newFakeCore(t testing.TB, ranks int) *fakeEngines {
 	t.Helper()
 	f := &fakeEngines{
 		in:     make(chan fakeFrame, 1024),
