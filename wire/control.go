@@ -3,7 +3,10 @@ package wire
 // The small control messages: ABORT and UTILITY (frontend -> engine), START_DP_WAVE
 // (coordinator -> engine), the coordinator's publish to frontends and FIRST_REQ
 // (frontend -> coordinator). The engine decodes ABORT and UTILITY untyped, so their
-// decoders here are lenient about trailing elements and strict about element types.
+// decoders here are lenient about trailing elements and strict about element types
+// and UTF-8.
+
+import "unicode/utf8"
 
 // AppendAbort appends the ABORT body: an array of request ids.
 func AppendAbort(dst []byte, ids []string) []byte { return appendStrs(dst, ids) }
@@ -29,6 +32,14 @@ func DecodeAbort(body []byte) ([]string, error) {
 func AppendUtility(dst []byte, clientIndex int64, callID uint64, method string, args Raw) ([]byte, error) {
 	if len(args) > 0 && (kindOf(args[0]) != kindArray || !validRaw(args)) {
 		return dst, ErrUtilityArgsArray
+	}
+	// The engine decodes the body untyped in its input thread: a str that is not
+	// UTF-8 or an ext it has no hook for raises there and kills the thread.
+	if !utf8.ValidString(method) {
+		return dst, &EncodeError{Type: "Utility", Field: "method", Msg: "not valid UTF-8"}
+	}
+	if msg := checkAny(args); msg != "" {
+		return dst, &EncodeError{Type: "Utility", Field: "args", Msg: msg}
 	}
 	b := append(dst, 0x94)
 	b = appendInt(b, clientIndex)
@@ -64,8 +75,12 @@ func DecodeUtility(body []byte) (clientIndex int64, callID uint64, method string
 	if r.peek() != kindArray {
 		return 0, 0, "", nil, fieldErr(r.expected("array"), typ, "args")
 	}
+	start := r.off
 	if args, err = r.raw(); err != nil {
 		return 0, 0, "", nil, fieldErr(err, typ, "args")
+	}
+	if msg := checkAny(args); msg != "" { // what AppendUtility refuses
+		return 0, 0, "", nil, &DecodeError{Type: typ, Field: "args", Offset: start, Msg: msg}
 	}
 	if err = r.skipRest(n - 4); err == nil && !r.done() {
 		err = &DecodeError{Offset: r.off, Msg: "trailing bytes"}

@@ -32,14 +32,21 @@ func ParseRequestType(frame []byte) (byte, error) {
 
 // AppendAdd appends the ADD body for r to dst and returns it with the aux frames its
 // large tensors need (nil when there are none): 21 positional fields, plus kv_hints
-// when set. Call Validate (after Normalize) before sending: AppendAdd only refuses
-// what cannot be encoded at all.
+// when set. Call Validate (after Prepare) before sending: AppendAdd only refuses
+// what cannot be encoded at all, and a prompt_embeds tensor the engine cannot view.
 func AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [][]byte, err error) {
 	if r == nil {
 		return dst, nil, ErrNilRequest
 	}
 	if (r.Sampling == nil) == (r.PoolingParams == nil) {
 		return dst, nil, ErrParamsExclusive
+	}
+	if t := r.PromptEmbeds; t != nil {
+		// A tensor the engine's decode hook cannot view kills its input thread;
+		// refuse it even when the caller skipped Validate.
+		if err := t.CheckTorch(); err != nil {
+			return dst, nil, &EncodeError{Type: "EngineCoreRequest", Field: "prompt_embeds", Msg: err.(*ValidationError).Field + ": " + err.(*ValidationError).Msg}
+		}
 	}
 	b := dst
 	if r.KVHints != nil {
