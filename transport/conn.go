@@ -32,11 +32,31 @@ type conn struct {
 	peerType string
 	maxFrame uint64
 
-	wmu    sync.Mutex
-	wbuf   []byte      // coalescing buffer for small messages
-	vec    net.Buffers // reused iovec for large messages
-	hdrs   []byte      // frame headers for vec
-	broken error       // set after a failed write: the stream is no longer framed
+	// Writes are group-committed (nats' flushOutbound): a sender queues its message
+	// under wmu; if no flush is running it becomes the flusher, which takes
+	// everything queued, unlocks, writes it with one writev, relocks and repeats
+	// while more arrived. Other senders wait on wdone for their message to be
+	// written. wmu is never held across the syscall, and messages that queue up
+	// while a write is in progress go out together.
+	wmu      sync.Mutex
+	wdone    sync.Cond
+	pending  []outItem // queued, not yet taken by the flusher
+	spare    []outItem // the flusher's previous list, reused
+	queued   uint64    // messages ever queued
+	written  uint64    // messages ever written: queued ones up to here are on the wire
+	flushing bool
+	broken   error // set after a failed write: the stream is no longer framed
+
+	// Owned by the flusher (one at a time).
+	wbuf []byte      // headers and small frames, contiguous
+	vec  net.Buffers // reused iovec: runs of wbuf and large frames
+}
+
+// outItem is one queued message. Its frames belong to the sender, which does not
+// return (nor reuse them) before the message is written, so they are not copied.
+type outItem struct {
+	frames [][]byte
+	flag   byte // flagCommand for a command
 }
 
 // handshake runs the ZMTP greeting and NULL READY exchange through zmq4.Open. zmq4
@@ -60,13 +80,15 @@ func handshake(nc net.Conn, kind Kind, id []byte, server bool, opt Options) (c *
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return &conn{
+	c = &conn{
 		nc:       nc,
 		br:       bufio.NewReaderSize(nc, 64<<10),
 		identity: []byte(zc.Peer.Meta["Identity"]),
 		peerType: zc.Peer.Meta["Socket-Type"],
 		maxFrame: uint64(opt.MaxFrameSize),
-	}, nil
+	}
+	c.wdone.L = &c.wmu
+	return c, nil
 }
 
 // readMsg reads one message (all frames up to the last without MORE) or one command.
@@ -139,65 +161,141 @@ func (c *conn) handleCommand(body []byte, timeout time.Duration) error {
 	return c.write([][]byte{pong}, flagCommand, timeout)
 }
 
-// smallMessage is the size under which frames are copied into one buffer and written
-// with one write; larger messages go out with writev.
-const smallMessage = 8 << 10
+// inlineFrame is the size up to which a frame is copied next to its header in the
+// flusher's contiguous buffer; larger frames get their own iovec entry.
+const inlineFrame = 2 << 10
+
+// maxKeptBuffer: a flush buffer grown beyond this is dropped after use rather than
+// kept for the connection's lifetime.
+const maxKeptBuffer = 1 << 20
 
 // write sends frames as one message. extraFlag is flagCommand for a command.
 func (c *conn) write(frames [][]byte, extraFlag byte, timeout time.Duration) error {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if c.broken != nil {
-		return c.broken
+		err := c.broken
+		c.wmu.Unlock()
+		return err
 	}
+	c.pending = append(c.pending, outItem{frames: frames, flag: extraFlag})
+	c.queued++
+	return c.commitLocked(c.queued, timeout)
+}
+
+// writeMany sends msgs as consecutive messages, written together, leaving out the
+// first skip frames of each (a ROUTER's identity frame).
+func (c *conn) writeMany(msgs [][][]byte, skip int, timeout time.Duration) error {
+	c.wmu.Lock()
+	if c.broken != nil {
+		err := c.broken
+		c.wmu.Unlock()
+		return err
+	}
+	for _, m := range msgs {
+		c.pending = append(c.pending, outItem{frames: m[skip:]})
+	}
+	c.queued += uint64(len(msgs))
+	return c.commitLocked(c.queued, timeout)
+}
+
+// commitLocked waits until message number seq has been written, flushing itself when
+// no other sender is. Called with wmu held; returns with it released.
+func (c *conn) commitLocked(seq uint64, timeout time.Duration) error {
+	if c.flushing {
+		for c.written < seq && c.broken == nil {
+			c.wdone.Wait()
+		}
+		var err error
+		if c.written < seq {
+			err = c.broken
+		}
+		c.wmu.Unlock()
+		return err
+	}
+	c.flushing = true
+	for len(c.pending) > 0 && c.broken == nil {
+		items := c.pending
+		c.pending = c.spare[:0]
+		upto := c.queued
+		c.wmu.Unlock()
+		err := c.flush(items, timeout)
+		clear(items) // drop the senders' frames
+		c.wmu.Lock()
+		c.spare = items[:0]
+		if err != nil {
+			c.broken = err
+			c.nc.Close() // a partial message cannot be resumed: the peer must reconnect
+		} else {
+			c.written = upto
+		}
+		c.wdone.Broadcast()
+	}
+	c.flushing = false
+	var err error
+	if c.written < seq {
+		err = c.broken
+	}
+	c.wmu.Unlock()
+	return err
+}
+
+// flush writes items with one write (everything inlined) or one writev. Only the
+// flusher calls it, so it owns wbuf and vec.
+func (c *conn) flush(items []outItem, timeout time.Duration) error {
 	if timeout > 0 {
 		if err := c.nc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 			return err
 		}
 	}
-	total := 0
-	for _, f := range frames {
-		total += len(f) + 9
+	// Size the contiguous part first: iovec entries point into wbuf, so it must not
+	// move while it is being filled.
+	need := 0
+	for _, it := range items {
+		for _, f := range it.frames {
+			need += 9
+			if len(f) <= inlineFrame {
+				need += len(f)
+			}
+		}
+	}
+	wbuf := c.wbuf[:0]
+	if cap(wbuf) < need {
+		wbuf = make([]byte, 0, need)
+	}
+	vec := c.vec[:0]
+	mark := 0
+	for _, it := range items {
+		for i, f := range it.frames {
+			wbuf = appendHeader(wbuf, f, i < len(it.frames)-1, it.flag)
+			if len(f) <= inlineFrame {
+				wbuf = append(wbuf, f...)
+				continue
+			}
+			vec = append(vec, wbuf[mark:], f)
+			mark = len(wbuf)
+		}
 	}
 	var err error
-	if total <= smallMessage {
-		b := c.wbuf[:0]
-		for i, f := range frames {
-			b = appendHeader(b, f, i < len(frames)-1, extraFlag)
-			b = append(b, f...)
-		}
-		c.wbuf = b
-		_, err = c.nc.Write(b)
+	if len(vec) == 0 {
+		_, err = c.nc.Write(wbuf)
 	} else {
-		hdrs := c.hdrs[:0]
-		for i, f := range frames {
-			hdrs = appendHeader(hdrs, f, i < len(frames)-1, extraFlag)
+		if mark < len(wbuf) {
+			vec = append(vec, wbuf[mark:])
 		}
-		c.hdrs = hdrs
-		vec := c.vec[:0]
-		off := 0
-		for _, f := range frames {
-			n := 2
-			if len(f) > 255 {
-				n = 9
-			}
-			vec = append(vec, hdrs[off:off+n], f)
-			off += n
-		}
-		c.vec = vec
-		w := vec // WriteTo consumes its receiver; keep c.vec's backing array
+		w := vec // WriteTo consumes its receiver; keep vec's backing array
 		_, err = w.WriteTo(c.nc)
-		clear(c.vec[:cap(c.vec)]) // drop references to the caller's frames
+		clear(vec[:cap(vec)]) // drop references to the senders' frames
+		c.vec = vec[:0]
 	}
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("%w after %v: %w", ErrSendTimeout, timeout, err)
-		}
-		c.broken = err
-		c.nc.Close() // a partial message cannot be resumed: the peer must reconnect
-		return err
+	if cap(wbuf) <= maxKeptBuffer {
+		c.wbuf = wbuf[:0]
+	} else {
+		c.wbuf = nil
 	}
-	return nil
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w after %v: %w", ErrSendTimeout, timeout, err)
+	}
+	return err
 }
 
 func appendHeader(b, frame []byte, more bool, extra byte) []byte {

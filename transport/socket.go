@@ -451,6 +451,77 @@ func (s *socket) Send(frames ...[]byte) error {
 	}
 }
 
+// SendBatch implements BatchSender. ROUTER groups runs of messages with the same
+// identity; DEALER and PUSH with a single peer send everything to it; the other
+// kinds, and a DEALER or PUSH with several peers (round robin per message), send one
+// message at a time.
+func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
+	failAll := func(from, to int, err error) {
+		if fail != nil {
+			for i := from; i < to; i++ {
+				fail(i, err)
+			}
+		}
+	}
+	for _, m := range msgs {
+		if len(m) == 0 || (s.kind == Router && len(m) < 2) {
+			failAll(0, len(msgs), errors.New("transport: batch holds an empty message or a ROUTER message without a body"))
+			return
+		}
+	}
+	if !s.kind.canSend() {
+		failAll(0, len(msgs), fmt.Errorf("%w: %s cannot send", ErrUnsupported, s.kind))
+		return
+	}
+	switch s.kind {
+	case Router:
+		for i := 0; i < len(msgs); {
+			j := i + 1
+			for j < len(msgs) && string(msgs[j][0]) == string(msgs[i][0]) {
+				j++
+			}
+			s.mu.Lock()
+			closed, p := s.closed, s.byID[string(msgs[i][0])]
+			s.mu.Unlock()
+			switch {
+			case closed:
+				failAll(i, j, ErrClosed)
+			case p == nil:
+				failAll(i, j, fmt.Errorf("%w: identity %x", ErrNoPeer, msgs[i][0]))
+			default:
+				if err := p.c.writeMany(msgs[i:j], 1, s.opt.SendTimeout); err != nil {
+					failAll(i, j, fmt.Errorf("transport: send to peer %x: %w", p.id, err))
+				}
+			}
+			i = j
+		}
+		return
+	case Dealer, Push:
+		s.mu.Lock()
+		closed, n := s.closed, len(s.peers)
+		var p *peer
+		if n == 1 {
+			p = s.peers[0]
+		}
+		s.mu.Unlock()
+		if closed {
+			failAll(0, len(msgs), ErrClosed)
+			return
+		}
+		if p != nil {
+			if err := p.c.writeMany(msgs, 0, s.opt.SendTimeout); err != nil {
+				failAll(0, len(msgs), fmt.Errorf("transport: send to peer %x: %w", p.id, err))
+			}
+			return
+		}
+	}
+	for i, m := range msgs {
+		if err := s.Send(m...); err != nil && fail != nil {
+			fail(i, err)
+		}
+	}
+}
+
 func (s *socket) sendTo(p *peer, frames [][]byte) error {
 	if err := p.c.write(frames, 0, s.opt.SendTimeout); err != nil {
 		return fmt.Errorf("transport: send to peer %x: %w", p.id, err)

@@ -74,6 +74,33 @@ type Socket interface {
 	Addr() string
 }
 
+// BatchSender is implemented by sockets that can write several queued messages with
+// one system call. Callers use the package function SendBatch, which falls back to
+// one Send per message for sockets that cannot.
+type BatchSender interface {
+	// SendBatch sends msgs in order, each as Send would (ROUTER: msgs[i][0] is the
+	// identity). Consecutive messages to one peer are written together, with one
+	// writev. fail, when not nil, is called with the index and the error of every
+	// message that was not sent; a malformed message (empty, or a ROUTER message
+	// without a body) fails the whole batch. Frames are not retained after SendBatch
+	// returns.
+	SendBatch(msgs [][][]byte, fail func(i int, err error))
+}
+
+// SendBatch sends msgs on s, with one writev per run of messages to one peer when s
+// is a BatchSender. See BatchSender.SendBatch.
+func SendBatch(s Socket, msgs [][][]byte, fail func(i int, err error)) {
+	if b, ok := s.(BatchSender); ok {
+		b.SendBatch(msgs, fail)
+		return
+	}
+	for i, m := range msgs {
+		if err := s.Send(m...); err != nil && fail != nil {
+			fail(i, err)
+		}
+	}
+}
+
 // Options configure a socket. The zero value is usable: every zero field takes the
 // default documented on it.
 type Options struct {
