@@ -103,21 +103,62 @@ func (e *engine) deadCause() error {
 	return ErrEngineLeft
 }
 
+// maxWriteBatch bounds how many queued frames one socket write carries.
+const maxWriteBatch = 64
+
 // writeLoop is the engine's only writer: one socket write at a time, timed so the
-// watchdog can see a write that does not complete.
+// watchdog can see a write that does not complete. Whatever queued up while the
+// previous write was in progress goes out in one writev (transport.SendBatch), so a
+// burst of ADDs costs one system call instead of one each.
 func (e *engine) writeLoop() {
 	defer e.f.wg.Done()
-	frames := make([][]byte, 0, 8)
+	var (
+		items  = make([]sendItem, 0, maxWriteBatch)
+		frames = make([][]byte, 0, 4*maxWriteBatch)
+		msgs   = make([][][]byte, 0, maxWriteBatch)
+		ends   = make([]int, 0, maxWriteBatch)
+	)
 	for {
 		select {
 		case it := <-e.sendq:
-			frames = append(frames[:0], e.id[:], typeFrames[it.typ&3], it.body)
-			frames = append(frames, it.aux...)
+			items = append(items[:0], it)
+		more:
+			for len(items) < maxWriteBatch {
+				select {
+				case it := <-e.sendq:
+					items = append(items, it)
+				default:
+					break more
+				}
+			}
+			// Frames first, then the message windows: frames must not move once
+			// msgs point into it.
+			frames, ends = frames[:0], ends[:0]
+			for _, it := range items {
+				frames = append(frames, e.id[:], typeFrames[it.typ&3], it.body)
+				frames = append(frames, it.aux...)
+				ends = append(ends, len(frames))
+			}
+			msgs = msgs[:0]
+			start := 0
+			for _, end := range ends {
+				msgs = append(msgs, frames[start:end:end])
+				start = end
+			}
+			var err error
 			e.pendingSince.Store(time.Now().UnixNano())
-			err := e.in.Send(frames...)
+			transport.SendBatch(e.in, msgs, func(_ int, ferr error) {
+				if err == nil {
+					err = ferr
+				}
+			})
 			e.pendingSince.Store(0)
-			wire.PutBuffer(it.body)
+			for i := range items {
+				wire.PutBuffer(items[i].body)
+			}
+			clear(items)
 			clear(frames)
+			clear(msgs)
 			if err != nil {
 				if errors.Is(err, transport.ErrSendTimeout) {
 					e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
