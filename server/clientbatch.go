@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -308,32 +309,67 @@ func (s *ClientServer) writeLoop() {
 	}
 }
 
-// send encodes and writes each message. A client that cannot be written to is gone.
-// Only the writer goroutine calls it, so the frame list is reused.
+// send encodes every message into one buffer, then writes them with one SendBatch:
+// the messages for one client go out with one writev instead of one write each.
+// Only the writer goroutine calls it, so its lists are reused. A client that cannot
+// be written to is gone.
 func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
-	frames := s.frames[:0]
-	defer func() { clear(frames); s.frames = frames[:0] }()
+	spans := s.spans[:0]
+	buf = buf[:0]
 	for _, m := range batch {
+		start := len(buf)
 		var aux [][]byte
 		var err error
 		if m.outs != nil {
-			buf, aux, err = wire.AppendOutputs(buf[:0], m.outs)
+			buf, aux, err = wire.AppendOutputs(buf, m.outs)
 		} else {
-			buf = appendClientError(buf[:0], m.err)
-		}
-		if m.batch != nil {
-			putBatch(m.batch) // encoded: nothing refers to it any more
+			buf = appendClientError(buf, m.err)
 		}
 		if err != nil {
 			s.log.Error("client protocol: encoding outputs", "err", err)
+			buf = buf[:start]
 			continue
 		}
-		frames = append(append(frames[:0], m.to, buf), aux...)
-		if err := s.sock.Send(frames...); err != nil {
-			s.clientGone(m.to, "send failed: "+err.Error())
+		spans = append(spans, msgSpan{to: m.to, start: start, end: len(buf), aux: aux})
+	}
+	// buf is complete: the frames may point into it now.
+	frames, msgs := s.frames[:0], s.msgs[:0]
+	for _, sp := range spans {
+		frames = append(append(frames, sp.to, buf[sp.start:sp.end:sp.end]), sp.aux...)
+	}
+	k := 0
+	for _, sp := range spans {
+		n := 2 + len(sp.aux)
+		msgs = append(msgs, frames[k:k+n:k+n])
+		k += n
+	}
+	transport.SendBatch(s.sock, msgs, func(i int, err error) {
+		s.clientGone(msgs[i][0], "send failed: "+err.Error())
+	})
+	for _, m := range batch {
+		if m.batch != nil {
+			putBatch(m.batch) // written: nothing refers to it any more
 		}
 	}
+	clear(spans)
+	clear(frames)
+	clear(msgs)
+	s.spans, s.frames, s.msgs = spans[:0], frames[:0], msgs[:0]
+	if cap(buf) > maxKeptBuffer {
+		buf = make([]byte, 0, 4096)
+	}
 	return buf
+}
+
+// maxKeptBuffer: the writer's encode buffer is dropped after a burst that grew it
+// beyond this, rather than kept for good.
+const maxKeptBuffer = 4 << 20
+
+// msgSpan is one encoded message in the writer's buffer.
+type msgSpan struct {
+	to         []byte
+	start, end int
+	aux        [][]byte
 }
 
 // sweep applies the liveness rule: a client with live requests that has been silent

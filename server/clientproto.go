@@ -81,8 +81,11 @@ type ClientServer struct {
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
-	frames  [][]byte      // the writer's reused frame list
-	wg      sync.WaitGroup
+	// The writer's reused lists (send).
+	spans  []msgSpan
+	frames [][]byte
+	msgs   [][][]byte
+	wg     sync.WaitGroup
 }
 
 // client is one connected DEALER. Guarded by ClientServer.mu.
