@@ -257,8 +257,11 @@ func (e *engine) goUp(reg wire.ReadyResponse) bool {
 	info := *e.info.Load()
 	info.State, info.Ready, info.Since = Ready, reg, e.f.now()
 	e.info.Store(&info)
-	e.f.h.EngineUp(e.rank, info)
+	// Ready before EngineUp: the handler may route to the rank as soon as it hears
+	// of it, and a Send in between would be refused with ErrNotReady (seen as a
+	// flaky utility call right after start-up).
 	e.st.Store(int32(Ready))
+	e.f.h.EngineUp(e.rank, info)
 	return true
 }
 
