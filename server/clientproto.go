@@ -46,9 +46,10 @@ type ClientConfig struct {
 	// time is disconnected (and so its requests aborted). 0 = 10 s.
 	SendTimeout time.Duration
 	// MaxQueued outputs waiting for one client before it counts as a slow consumer
-	// and its requests are aborted. 0 = 65536. From half of it on, the engine output
-	// goroutines that feed the client wait for the writer (see EndBatch), so a client
-	// that reads is never dropped because the server itself fell behind.
+	// and its requests are aborted. 0 = 65536. From half of it (at most 4,096) on, the
+	// engine output goroutines that feed the client wait for the writer (see
+	// EndBatch), so a client that reads is never dropped because the server itself
+	// fell behind.
 	MaxQueued int
 	// EOSTokenID fills _eos_token_id of a request that has none and does not ignore
 	// EOS (unset: such a request gets ignore_eos, as on the HTTP API).
