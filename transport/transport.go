@@ -9,8 +9,9 @@
 // accepted and both peers get every message; XPUB hides subscriptions; an unknown peer
 // socket type panics inside the handshake. So we use zmq4 only for the ZMTP greeting
 // and NULL-security READY exchange (zmq4.Open, guarded by a deadline, a size limit and
-// a recover) and own everything after it: framing with a size limit, one write lock and
-// write deadline per peer, PING answered with PONG, duplicate identities refused,
+// a recover) and own everything after it: framing with a size limit, group-committed
+// writes (one writev for whatever queued, no lock across the syscall) and a write
+// deadline per peer, PING answered with PONG, duplicate identities refused,
 // departed peers reported as ErrPeerLeft, stale ipc files removed before binding.
 package transport
 
