@@ -4,6 +4,15 @@
 // step with scheduler_stats, the common utility calls, ENGINE_CORE_DEAD on a
 // duplicate live request id, and faults on demand. Tokens are deterministic
 // (TokenFor) so tests can check exact outputs.
+//
+// Every ADD goes through wire.EngineAccepts, vLLM's own decode-time checks (not
+// switchyard's stricter Validate): where a real engine's input thread would die
+// silently, the mock sends ENGINE_CORE_DEAD and exits with ErrInputThreadDied, so
+// a test notices at once. Outputs due for a client_index without an output socket
+// kill it the same way (ErrNoOutputSocket), as they kill vLLM's output thread.
+// Not modelled: pause_scheduler/resume_scheduler (answered as unknown methods, so
+// START_DP_WAVE is never ignored for a pause) and the chunk-by-chunk generation of
+// streaming-input (resumable) sessions, whose continuations are only accepted.
 package mockengine
 
 import (
@@ -79,8 +88,9 @@ func (c Config) Validate() error {
 var ErrFault = errors.New("mockengine: injected fault")
 
 // Run runs the handshake, then the engine loop until ctx is done (a clean exit
-// without sentinel, like SIGTERM: returns nil) or the engine dies (a fault or a
-// duplicate request id: the sentinel is sent and the error returned).
+// without sentinel, like SIGTERM: returns nil) or the engine dies (a fault, a
+// duplicate request id, a message a real engine's input thread dies on, or an
+// output without a socket: the sentinel is sent and the error returned).
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err

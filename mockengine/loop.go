@@ -72,8 +72,21 @@ func (e *engine) loop(ctx context.Context) error {
 	}
 }
 
+// ErrInputThreadDied: the mock received a message on which a real engine's input
+// thread would die. vLLM decodes an ADD (and ABORT/UTILITY) outside the thread's
+// try block (EngineCoreProc.process_input_sockets), so a real engine would stop
+// reading without a word and every later request would hang. The mock instead
+// sends ENGINE_CORE_DEAD on every output and exits with this error, so a test
+// sees at once that switchyard sent something a real engine cannot take.
+var ErrInputThreadDied = errors.New("mockengine: a real engine's input thread would die on this message")
+
+// ErrNoOutputSocket: an output is due for a client_index the engine has no output
+// socket for. vLLM's output thread indexes sockets[client_index] and dies on the
+// IndexError; the mock dies with the sentinel on the outputs it has.
+var ErrNoOutputSocket = errors.New("mockengine: no output socket for client_index")
+
 // handle applies one input message. An error is fatal: the engine dies with the
-// sentinel (a real engine dies on a duplicate id; on an undecodable message its
+// sentinel (a real engine dies on a duplicate id; on a message it cannot decode its
 // input thread dies silently, which the mock makes loud so tests notice).
 func (e *engine) handle(frames [][]byte) error {
 	if len(frames) < 2 {
@@ -87,20 +100,25 @@ func (e *engine) handle(frames [][]byte) error {
 	case wire.RequestAdd:
 		var req wire.EngineCoreRequest
 		if err := wire.DecodeAdd(frames[1:], &req); err != nil {
-			return fmt.Errorf("mockengine: ADD: %w", err)
+			return fmt.Errorf("%w: ADD: %w", ErrInputThreadDied, err)
+		}
+		// vLLM's rules only (wire.EngineAccepts), not switchyard's stricter ones: the
+		// mock must take everything a real engine takes.
+		if err := wire.EngineAccepts(&req); err != nil {
+			return fmt.Errorf("%w: ADD %q: %w", ErrInputThreadDied, req.RequestID, err)
 		}
 		e.waveOnAdd(req.CurrentWave)
 		return e.sched.Add(&req)
 	case wire.RequestAbort:
 		ids, err := wire.DecodeAbort(frames[1])
 		if err != nil {
-			return fmt.Errorf("mockengine: ABORT: %w", err)
+			return fmt.Errorf("%w: ABORT: %w", ErrInputThreadDied, err)
 		}
 		e.sched.Abort(ids)
 	case wire.RequestUtility:
 		client, callID, method, _, err := wire.DecodeUtility(frames[1])
 		if err != nil {
-			return fmt.Errorf("mockengine: UTILITY: %w", err)
+			return fmt.Errorf("%w: UTILITY: %w", ErrInputThreadDied, err)
 		}
 		return e.utility(client, callID, method)
 	case wire.RequestStartDPWave:
@@ -149,7 +167,7 @@ func (e *engine) utility(client int64, callID uint64, method string) error {
 // send encodes and sends one message to outputs[client].
 func (e *engine) send(client int64, o *wire.EngineCoreOutputs) error {
 	if client < 0 || int(client) >= len(e.outs) {
-		return fmt.Errorf("mockengine: client_index %d out of range (%d outputs)", client, len(e.outs))
+		return fmt.Errorf("%w: client_index %d, %d output sockets", ErrNoOutputSocket, client, len(e.outs))
 	}
 	body, aux, err := wire.AppendOutputs(e.buf[:0], o)
 	if err != nil {
@@ -188,6 +206,11 @@ func (e *engine) step(ctx context.Context) error {
 	}
 	e.pending = e.sched.Step(e.pending[:0])
 	e.steps++
+	for _, o := range e.pending {
+		if o.ClientIndex < 0 || int(o.ClientIndex) >= len(e.outs) {
+			return e.die(fmt.Errorf("%w: request %q has client_index %d, the engine has %d output sockets", ErrNoOutputSocket, o.RequestID, o.ClientIndex, len(e.outs)))
+		}
+	}
 	stats := e.sched.Stats()
 	ts := e.timestamp()
 	for client := range e.outs {

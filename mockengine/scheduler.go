@@ -54,6 +54,7 @@ type request struct {
 	ignoreEOS  bool
 	stopTokens []int64
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
+	resumable  bool    // a same-id ADD continues it instead of being fatal
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -65,6 +66,7 @@ type Scheduler struct {
 	MaxNumSeqs    int
 	StepCounter   int64
 	CurrentWave   int64
+	Continuations int // same-id ADDs taken as streaming-input continuations
 
 	running []*request
 	byID    map[string]*request
@@ -75,16 +77,28 @@ func NewScheduler(tokensPerStep, maxModelLen, maxNumSeqs int) *Scheduler {
 	return &Scheduler{TokensPerStep: tokensPerStep, MaxModelLen: maxModelLen, MaxNumSeqs: maxNumSeqs, byID: map[string]*request{}}
 }
 
-// Add admits a decoded ADD. A live duplicate id is fatal (ErrDuplicateRequest); an
-// ADD with abort_immediately is admitted and aborted at once, producing nothing.
+// Add admits a decoded ADD. A live duplicate id is fatal (ErrDuplicateRequest)
+// unless the live request was added resumable; an ADD with abort_immediately is
+// admitted and aborted at once, producing nothing.
+//
+// vLLM's Scheduler.add_request gives a request added with resumable=true a
+// streaming queue; a later ADD with the same id is the session's next input chunk
+// and joins that queue, and only a duplicate of a request without one trips the
+// "duplicate request id" assertion. The mock takes such a continuation without
+// dying and counts it (Continuations), but does not model the session's
+// chunk-by-chunk generation: the live request's stream carries on unchanged.
 func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
-	if _, dup := s.byID[r.RequestID]; dup {
+	if q, dup := s.byID[r.RequestID]; dup {
+		if q.resumable {
+			s.Continuations++
+			return nil
+		}
 		return fmt.Errorf("%w: %q", ErrDuplicateRequest, r.RequestID)
 	}
 	if r.AbortImmediately {
 		return nil
 	}
-	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable}
 	if sp := r.Sampling; sp != nil {
 		if sp.MaxTokens.Valid {
 			q.maxTokens = sp.MaxTokens.Value
@@ -151,20 +165,21 @@ func (s *Scheduler) Step(dst []Output) []Output {
 	return dst
 }
 
-// finish applies vLLM's stop rules to the token just generated: EOS (unless
-// ignore_eos) and stop_token_ids once min_tokens are out, then max_tokens, then the
-// model length.
+// finish applies vLLM's check_stop (vllm/v1/core/sched/utils.py) to the token just
+// generated, in its order: nothing stops a request before min_tokens, not even
+// max_model_len; then EOS (unless ignore_eos), stop_token_ids, and the length cap
+// (max_model_len or max_tokens).
 func (s *Scheduler) finish(q *request, tok int64, o *wire.EngineCoreOutput) bool {
-	pastMin := int64(q.generated) >= q.minTokens
+	if int64(q.generated) < q.minTokens {
+		return false
+	}
 	switch {
-	case pastMin && !q.ignoreEOS && q.eos.Valid && tok == q.eos.Value:
+	case !q.ignoreEOS && q.eos.Valid && tok == q.eos.Value:
 		o.FinishReason = wire.FinishStop
-	case pastMin && slices.Contains(q.stopTokens, tok):
+	case slices.Contains(q.stopTokens, tok):
 		o.FinishReason = wire.FinishStop
 		o.StopReason = wire.StopReason{Kind: wire.StopReasonToken, Token: tok}
-	case int64(q.generated) >= q.maxTokens:
-		o.FinishReason = wire.FinishLength
-	case s.MaxModelLen > 0 && q.prompt+q.generated >= s.MaxModelLen:
+	case s.MaxModelLen > 0 && q.prompt+q.generated >= s.MaxModelLen, int64(q.generated) >= q.maxTokens:
 		o.FinishReason = wire.FinishLength
 	default:
 		return false
