@@ -227,6 +227,9 @@ func TestEngineAcceptsValid(t *testing.T) {
 			q.Sampling.RepetitionDetection = mp([]kv{{"max_pattern_size", 4}, {"min_pattern_size", 2}, {"min_count", 3}})
 		}},
 		{"logit_bias", func(q *EngineCoreRequest) { q.Sampling.LogitBias = mp([]kv{{5, 1.5}, {7, -100}}) }},
+		{"empty non-nil raws", func(q *EngineCoreRequest) { // written as nil; must not panic
+			q.KVHints, q.MMFeatures, q.ReasoningParserKwargs, q.Sampling.ExtraArgs, q.Sampling.LogitBias = Raw{}, Raw{}, Raw{}, Raw{}, Raw{}
+		}},
 		{"new sampling fields", func(q *EngineCoreRequest) {
 			q.Sampling.PromptLogprobTokenIDs, q.Sampling.PromptLogprobStart, q.Sampling.TraceDecodeTokenIDs = []int64{4, 5}, SomeInt(2), []int64{9}
 		}},

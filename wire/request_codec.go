@@ -210,7 +210,15 @@ func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, i int) (err err
 	case 8:
 		q.DataParallelRank, err = r.optInt()
 	case 9:
-		q.PromptEmbeds, err = r.optTensor(frames)
+		start := r.off
+		if q.PromptEmbeds, err = r.optTensor(frames); err == nil && q.PromptEmbeds != nil {
+			// The engine's decode hook (_decode_tensor) raises on these; AppendAdd
+			// refuses them too, so whatever decodes here can be encoded again.
+			if cerr := q.PromptEmbeds.CheckTorch(); cerr != nil {
+				ve := cerr.(*ValidationError)
+				err = &DecodeError{Type: "Tensor", Field: ve.Field, Offset: start, Msg: ve.Msg}
+			}
+		}
 	case 10:
 		if r.nextNil() {
 			return nil

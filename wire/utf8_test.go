@@ -50,6 +50,13 @@ func TestDecodersRefuseInvalidUTF8(t *testing.T) {
 			body = bytes.Replace(body, []byte("\xa4int8"), []byte("\xa4\xffnt8"), 1)
 			return DecodeAdd([][]byte{body}, &EngineCoreRequest{})
 		}},
+		{"tensor size", "Tensor", "data", func() error {
+			q := goodRequest()
+			q.PromptEmbeds = &Tensor{DType: "int8", Shape: []int64{7}, Data: make([]byte, 7)}
+			body, _, _ := AppendAdd(nil, q)
+			body = bytes.Replace(body, []byte("\xa4int8\x91\x07"), []byte("\xa4int8\x91\x08"), 1) // shape [7] -> [8]
+			return DecodeAdd([][]byte{body}, &EngineCoreRequest{})
+		}},
 		{"abort id", "Abort", "request_ids", func() error { _, err := DecodeAbort(AppendAbort(nil, []string{"ok", "\xff"})); return err }},
 		{"utility method", "Utility", "method", utility("\xff", Raw{0x90})},
 		{"utility args", "Utility", "args", utility("m", mp([]any{"\xff"}))},

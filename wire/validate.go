@@ -302,7 +302,7 @@ func (q *EngineCoreRequest) Validate() error {
 		return invalid("current_wave", "must be non-negative")
 	case q.LoRA != nil && q.LoRA.Name == "":
 		return invalid("lora_request.lora_name", "must not be empty")
-	case q.KVHints != nil && (kindOf(q.KVHints[0]) != kindMap && q.KVHints[0] != 0xc0 || !validRaw(q.KVHints)):
+	case len(q.KVHints) > 0 && (kindOf(q.KVHints[0]) != kindMap && q.KVHints[0] != 0xc0 || !validRaw(q.KVHints)):
 		return invalid("kv_hints", "must be one well-formed msgpack map or nil")
 	}
 	if err := EngineAccepts(q); err != nil {
