@@ -61,9 +61,16 @@ func (e *DecodeError) Error() string {
 // frames they came from (no copy); keep the frames alive, and unmodified, as long as
 // those are used. Strings are always copies.
 //
-// Validation before sending (the engine's input thread dies on what SamplingParams'
-// post-init rejects):
+// Validation before sending (the engine's input thread dies on what its ADD decode,
+// SamplingParams' post-init and the tensor hook reject; see accept.go):
 //
-//	func (r *EngineCoreRequest) Validate() error
+//	func (p *SamplingParams) Prepare() error // __post_init__ in vLLM's order: rewrites, _verify_args on the caller's values, greedy reset
+//	func (r *EngineCoreRequest) Validate() error // EngineAccepts + the frontend's and this project's rules
 //	func (p *SamplingParams) Validate() error
-//	func (p *SamplingParams) Normalize()   // fill what Python's frontend fills: stop/stop_token_ids/bad_words [] and _all_stop_token_ids
+//	func EngineAccepts(r *EngineCoreRequest) error // vLLM's engine-side rules only; the mock engine dies on these
+//	func (t *Tensor) CheckTorch() error          // dtype known to torch, len(data) == prod(shape) * itemsize
+//	func TorchDTypeSize(name string) (size int, canonical, ok bool)
+//	func (p *SamplingParams) Normalize()         // Prepare's rewrites without its checks (for params already checked)
+//
+// Order for a request we build: SetEOS, Prepare, then Validate. DecodeAdd,
+// DecodeAbort and DecodeUtility refuse invalid UTF-8 anywhere in a str.
