@@ -51,9 +51,13 @@ type ClientConfig struct {
 	// EndBatch), so a client that reads is never dropped because the server itself
 	// fell behind.
 	MaxQueued int
-	// EOSTokenID fills _eos_token_id of a request that has none and does not ignore
-	// EOS (unset: such a request gets ignore_eos, as on the HTTP API).
-	EOSTokenID wire.OptInt
+	// Model completes and bounds requests as on the HTTP API: its EOS ids fill a
+	// request that has no _eos_token_id (none known: such a request gets
+	// ignore_eos unless it has it), its vocabulary and logprobs bounds refuse.
+	Model ModelRules
+	// AllowUtilityMethods extends DefaultUtilityMethods: the UTILITY methods
+	// clients may call. Any other method is refused and nothing is sent.
+	AllowUtilityMethods []string
 	// ShutdownReason, when non-nil, names why requests are cut short at shutdown.
 	ShutdownReason func() error
 	Logger         *slog.Logger
@@ -280,16 +284,26 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		req.ArrivalTime = float64(s.cfg.Now().UnixNano()) / 1e9
 	}
 	if sp := req.Sampling; sp != nil {
-		// Complete the request as vLLM's Python frontend would before sending it;
-		// both steps are no-ops on a request that a vLLM client already filled.
-		if !sp.EOSTokenID.Valid && !sp.IgnoreEOS {
-			if s.cfg.EOSTokenID.Valid {
-				sp.SetEOS(s.cfg.EOSTokenID)
-			} else {
+		// Complete the request as vLLM's Python frontend would before sending it
+		// (update_from_generation_config, then SamplingParams' post-init in its
+		// order: the range checks see the client's own values before the greedy
+		// reset, so temperature 0 with top_p 0 is refused, not silently fixed).
+		// Both steps leave a request a vLLM client already filled as it is.
+		if !sp.EOSTokenID.Valid {
+			if len(s.cfg.Model.EOSTokenIDs) > 0 {
+				s.cfg.Model.setEOS(sp)
+			} else if !sp.IgnoreEOS {
 				sp.IgnoreEOS = true
 			}
 		}
-		sp.Normalize()
+		if err := sp.Prepare(); err != nil {
+			s.sendError(c, userID, ErrTypeInvalidRequest, "ADD: "+samplingField(err).Error(), nil)
+			return
+		}
+	}
+	if err := s.cfg.Model.check(&req); err != nil {
+		s.sendError(c, userID, ErrTypeInvalidRequest, "ADD: "+err.Error(), nil)
+		return
 	}
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
@@ -313,6 +327,16 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		typ, msg, ranks := s.classify(err)
 		s.sendError(c, userID, typ, msg, ranks)
 	}
+}
+
+// samplingField names a SamplingParams error by its place in the request, as
+// Validate does ("sampling_params.top_p").
+func samplingField(err error) error {
+	var inv *wire.ValidationError
+	if errors.As(err, &inv) {
+		return &wire.ValidationError{Field: "sampling_params." + inv.Field, Msg: inv.Msg}
+	}
+	return err
 }
 
 // classify names a refused or failed request for the error message.

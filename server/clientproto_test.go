@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,76 @@ func TestClientProtocolUtility(t *testing.T) {
 	if u == nil || u.CallID != 42 || u.Failure.Valid || !u.HasResult || string(u.Result) != "\xc3" {
 		t.Errorf("utility reply %+v", u)
 	}
+}
+
+// send encodes req as the client's ADD.
+func (h *clientHarness) send(t *testing.T, req *wire.EngineCoreRequest) {
+	t.Helper()
+	body, aux, err := wire.AppendAdd(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.Send(append([][]byte{{wire.RequestAdd}, body}, aux...)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The client's values are range-checked before the greedy reset, as vLLM's
+// SamplingParams does: temperature 0 with top_p 0 is refused by name. Normalize
+// used to reset top_p to 1 and send it.
+func TestClientProtocolPrepareRefuses(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	sp := wire.DefaultSamplingParams()
+	sp.Temperature, sp.TopP = 0, 0
+	sp.MaxTokens = wire.SomeInt(3)
+	h.send(t, &wire.EngineCoreRequest{RequestID: "greedy", PromptTokenIDs: []int64{1}, Sampling: &sp})
+	e := h.nextError(t)
+	if e["type"] != ErrTypeInvalidRequest || e["request_id"] != "greedy" ||
+		!strings.Contains(e["message"].(string), "sampling_params.top_p") {
+		t.Errorf("error %v, want InvalidRequest naming sampling_params.top_p", e)
+	}
+	h.f.noAdds(t)
+	// The id was never reserved: it can be used at once.
+	h.add(t, "greedy", 2, wire.OptInt{})
+	if o := h.nextOutputs(t); o.Outputs[0].RequestID != "greedy" {
+		t.Errorf("outputs %+v", o.Outputs)
+	}
+}
+
+// The model's EOS ids complete a request that has none, as on the HTTP API.
+func TestClientProtocolSeveralEOS(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{Model: ModelRules{EOSTokenIDs: []int64{2, 9}}})
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(1)
+	h.send(t, &wire.EngineCoreRequest{RequestID: "e", PromptTokenIDs: []int64{1}, Sampling: &sp})
+	req := <-h.f.adds
+	got := req.Sampling
+	if got.EOSTokenID != wire.SomeInt(2) || !cmp.Equal(got.StopTokenIDs, []int64{9}) || !cmp.Equal(got.AllStopTokenIDs, []int64{2, 9}) {
+		t.Errorf("_eos_token_id %+v stop_token_ids %v _all_stop_token_ids %v; want 2, [9], [2 9]",
+			got.EOSTokenID, got.StopTokenIDs, got.AllStopTokenIDs)
+	}
+}
+
+// --vocab-size and --max-logprobs bound msgpack clients too.
+func TestClientProtocolModelBounds(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{Model: ModelRules{VocabSize: 50, MaxLogprobs: 5}})
+	for _, tt := range []struct {
+		id, field string
+		edit      func(q *wire.EngineCoreRequest)
+	}{
+		{"v1", "prompt_token_ids", func(q *wire.EngineCoreRequest) { q.PromptTokenIDs = []int64{50} }},
+		{"v2", "sampling_params.stop_token_ids", func(q *wire.EngineCoreRequest) { q.Sampling.StopTokenIDs = []int64{1, 77} }},
+		{"v3", "sampling_params.logprobs", func(q *wire.EngineCoreRequest) { q.Sampling.Logprobs = wire.SomeInt(6) }},
+	} {
+		sp := wire.DefaultSamplingParams()
+		sp.IgnoreEOS = true
+		q := &wire.EngineCoreRequest{RequestID: tt.id, PromptTokenIDs: []int64{1}, Sampling: &sp}
+		tt.edit(q)
+		h.send(t, q)
+		e := h.nextError(t)
+		if e["type"] != ErrTypeInvalidRequest || e["request_id"] != tt.id || !strings.Contains(e["message"].(string), tt.field) {
+			t.Errorf("%s: error %v, want InvalidRequest naming %s", tt.id, e, tt.field)
+		}
+	}
+	h.f.noAdds(t)
 }

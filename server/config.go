@@ -10,16 +10,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
-	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Config is everything `switchyard serve` wires. Start from DefaultConfig.
 type Config struct {
 	// HandshakeAddress is the tcp://HOST:PORT engines send HELLO/READY to. Empty
-	// starts MockEngines built-in mock engine cores instead (the embedded default).
+	// (and no InputAddress) starts MockEngines built-in mock engine cores instead
+	// (the embedded default).
 	HandshakeAddress string
-	// DataParallelSize is the number of engine ranks expected on HandshakeAddress.
+	// DataParallelSize is the number of engine ranks expected on HandshakeAddress,
+	// or the deployment's total data-parallel size when bootstrapped.
 	DataParallelSize int
+	// InputAddress and OutputAddress select bootstrapped mode: a launcher already
+	// did the handshake and gave the engines these two addresses (one input ROUTER
+	// and one output PULL shared by all of them), which serve binds. Ranks
+	// StartRank .. StartRank+LocalRanks-1 register on them. A death on the shared
+	// output socket cannot be attributed and fails every engine on it.
+	InputAddress, OutputAddress string
+	// StartRank is the first rank served when bootstrapped (vLLM's
+	// --data-parallel-start-rank).
+	StartRank int
+	// LocalRanks is how many ranks from StartRank register when bootstrapped
+	// (vLLM's --data-parallel-size-local); 0 = DataParallelSize - StartRank.
+	LocalRanks int
+	// ExternalCoordinatorAddress follows vLLM's own Python DP coordinator (its
+	// front stats publisher) instead of running the in-process one; empty = off.
+	ExternalCoordinatorAddress string
 	// MockEngines is the number of built-in mock engines when HandshakeAddress is
 	// empty.
 	MockEngines int
@@ -40,8 +56,17 @@ type Config struct {
 	// ClientTimeout: see ClientConfig.Timeout.
 	ClientTimeout time.Duration
 
-	// EOSTokenID is sent as _eos_token_id; unset sends ignore_eos instead.
-	EOSTokenID wire.OptInt
+	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
+	// _eos_token_id), the others the generation config's further EOS ids (added to
+	// stop_token_ids and _all_stop_token_ids). Empty sends ignore_eos instead.
+	EOSTokenIDs []int64
+	// VocabSize bounds the token ids a request may carry; 0 = unchecked.
+	VocabSize int64
+	// MaxLogprobs caps logprobs and prompt_logprobs; -1 = no cap.
+	MaxLogprobs int64
+	// AllowUtilityMethods extends the utility methods msgpack clients may call
+	// (DefaultUtilityMethods).
+	AllowUtilityMethods []string
 	// LBPolicy is dispatcher.PolicyLeastLoaded, PolicyPowerOfTwo or PolicyRoundRobin.
 	LBPolicy string
 	// EnableWaves runs the DP wave protocol (MoE data parallel).
@@ -79,18 +104,24 @@ func DefaultConfig() Config {
 		HTTPAddress:       "127.0.0.1:8000",
 		ClientAddress:     "tcp://127.0.0.1:5570",
 		LBPolicy:          dispatcher.PolicyLeastLoaded,
+		MaxLogprobs:       DefaultMaxLogprobs,
 		ShutdownTimeout:   30 * time.Second,
 		ReadyTimeout:      30 * time.Second,
 	}
 }
 
-// SomeEOS is a set EOS token id.
-func SomeEOS(id int64) wire.OptInt { return wire.SomeInt(id) }
+// Model is what the request paths need to know of the model.
+func (c Config) Model() ModelRules {
+	return ModelRules{EOSTokenIDs: c.EOSTokenIDs, VocabSize: c.VocabSize, MaxLogprobs: c.MaxLogprobs}
+}
 
 // Embedded reports whether Start runs built-in mock engines.
-func (c Config) Embedded() bool { return c.HandshakeAddress == "" }
+func (c Config) Embedded() bool { return c.HandshakeAddress == "" && !c.Bootstrapped() }
 
-// Ranks is the number of engine ranks expected.
+// Bootstrapped reports whether a launcher did the handshake (InputAddress set).
+func (c Config) Bootstrapped() bool { return c.InputAddress != "" || c.OutputAddress != "" }
+
+// Ranks is the number of engine ranks in the deployment (the data-parallel size).
 func (c Config) Ranks() int {
 	if c.Embedded() {
 		return c.MockEngines
@@ -98,17 +129,44 @@ func (c Config) Ranks() int {
 	return c.DataParallelSize
 }
 
+// localRanks is the number of ranks registering with a bootstrapped serve.
+func (c Config) localRanks() int {
+	if c.LocalRanks > 0 {
+		return c.LocalRanks
+	}
+	return c.DataParallelSize - c.StartRank
+}
+
 // Validate names the first flag at fault, in the flag's own words.
 func (c Config) Validate() error {
 	bad := func(flag, format string, args ...any) error {
 		return fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...))
 	}
-	if !c.Embedded() {
-		if !strings.HasPrefix(c.HandshakeAddress, "tcp://") && !strings.HasPrefix(c.HandshakeAddress, "ipc://") {
+	endpoint := func(s string) bool { return strings.HasPrefix(s, "tcp://") || strings.HasPrefix(s, "ipc://") }
+	if c.Bootstrapped() {
+		switch {
+		case c.HandshakeAddress != "":
+			return bad("handshake-address", "not with --input-address/--output-address (a launcher already did the handshake)")
+		case !endpoint(c.InputAddress):
+			return bad("input-address", "%q: want tcp://HOST:PORT or ipc://PATH (required with --output-address)", c.InputAddress)
+		case !endpoint(c.OutputAddress):
+			return bad("output-address", "%q: want tcp://HOST:PORT or ipc://PATH (required with --input-address)", c.OutputAddress)
+		case c.DataParallelSize < 1 || c.DataParallelSize > 65536:
+			return bad("data-parallel-size", "must be in [1, 65536], got %d", c.DataParallelSize)
+		case c.StartRank < 0 || c.StartRank >= c.DataParallelSize:
+			return bad("data-parallel-start-rank", "must be in [0, --data-parallel-size %d), got %d", c.DataParallelSize, c.StartRank)
+		case c.LocalRanks < 0 || c.StartRank+c.localRanks() > c.DataParallelSize:
+			return bad("data-parallel-size-local", "ranks [%d, %d) exceed --data-parallel-size %d", c.StartRank, c.StartRank+c.localRanks(), c.DataParallelSize)
+		}
+	} else if !c.Embedded() {
+		if !endpoint(c.HandshakeAddress) {
 			return bad("handshake-address", "%q: want tcp://HOST:PORT", c.HandshakeAddress)
 		}
 		if c.DataParallelSize < 1 || c.DataParallelSize > 65536 {
 			return bad("data-parallel-size", "must be in [1, 65536], got %d", c.DataParallelSize)
+		}
+		if c.StartRank != 0 || c.LocalRanks != 0 {
+			return bad("data-parallel-start-rank", "only with --input-address/--output-address (bootstrapped engines); with --handshake-address every rank 0..N-1 joins")
 		}
 	} else if c.MockEngines < 1 || c.MockEngines > 256 {
 		return bad("mock-engines", "must be in [1, 256] when --handshake-address is empty, got %d", c.MockEngines)
@@ -134,8 +192,24 @@ func (c Config) Validate() error {
 	if c.ClientTimeout < 0 {
 		return bad("client-timeout", "must not be negative")
 	}
-	if c.EOSTokenID.Valid && c.EOSTokenID.Value < 0 {
-		return bad("eos-token-id", "must not be negative")
+	if err := c.Model().validate(); err != nil {
+		return err
+	}
+	for _, m := range c.AllowUtilityMethods {
+		if m == "" {
+			return bad("allow-utility-method", "must not be empty")
+		}
+	}
+	if c.ExternalCoordinatorAddress != "" {
+		if !endpoint(c.ExternalCoordinatorAddress) {
+			return bad("external-coordinator-address", "%q: want tcp://HOST:PORT or ipc://PATH", c.ExternalCoordinatorAddress)
+		}
+		if c.CoordinatorPublishAddress != "" {
+			return bad("coordinator-publish-address", "not with --external-coordinator-address (the external coordinator publishes)")
+		}
+		if c.Embedded() {
+			return bad("external-coordinator-address", "needs real engines (--handshake-address or --input-address)")
+		}
 	}
 	switch c.LBPolicy {
 	case dispatcher.PolicyLeastLoaded, dispatcher.PolicyPowerOfTwo, dispatcher.PolicyRoundRobin:

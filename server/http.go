@@ -32,7 +32,7 @@ const RankHeader = "X-data-parallel-rank"
 type API struct {
 	d        *dispatcher.Dispatcher
 	engines  func() []EngineView
-	eos      wire.OptInt
+	model    ModelRules
 	maxBody  int64
 	log      *slog.Logger
 	metrics  *httpMetrics
@@ -46,8 +46,9 @@ type API struct {
 type APIConfig struct {
 	Dispatcher *dispatcher.Dispatcher
 	// Engines lists the engines for /v1/engines and /health.
-	Engines    func() []EngineView
-	EOSTokenID wire.OptInt
+	Engines func() []EngineView
+	// Model is what serve knows of the model (EOS ids, vocabulary, max_logprobs).
+	Model ModelRules
 	// MaxBodyBytes caps a request body; 0 = 32 MiB.
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -62,7 +63,7 @@ type APIConfig struct {
 // NewAPI builds the handlers.
 func NewAPI(cfg APIConfig) *API {
 	a := &API{
-		d: cfg.Dispatcher, engines: cfg.Engines, eos: cfg.EOSTokenID, maxBody: cfg.MaxBodyBytes,
+		d: cfg.Dispatcher, engines: cfg.Engines, model: cfg.Model, maxBody: cfg.MaxBodyBytes,
 		log: cfg.Logger, gatherer: cfg.Gatherer, now: cfg.Now, shutdownReason: cfg.ShutdownReason,
 	}
 	if a.maxBody <= 0 {
@@ -169,7 +170,7 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		// two clients choosing the same id cannot collide at an engine.
 		t.BaseID = req.RequestID + "-" + t.BaseID[len("cmpl-"):]
 	}
-	t.EOSTokenID = a.eos
+	t.Model = a.model
 	now := a.now()
 	t.ArrivalTime = float64(now.UnixNano()) / 1e9
 	return req, prompts, t, nil
@@ -182,7 +183,7 @@ func (a *API) submitError(err error) *APIError {
 	var inv *wire.ValidationError
 	switch {
 	case errors.As(err, &inv):
-		return badRequest(strings.TrimPrefix(inv.Field, "sampling_params."), "%s: %s", strings.TrimPrefix(inv.Field, "sampling_params."), inv.Msg)
+		return validationAPIError(inv)
 	case errors.As(err, &bad):
 		return InvalidRankError(bad.Rank, bad.ConnectedRanks)
 	case errors.As(err, &dup):
@@ -217,11 +218,20 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	ereqs := req.EngineRequests(prompts, t)
+	ereqs, err := req.EngineRequests(prompts, t)
+	if err != nil {
+		writeError(w, err.(*APIError))
+		return
+	}
 	for _, er := range ereqs {
 		// Our own checks should have caught everything; this is the engine's rule
-		// book, and a value it rejects would kill its input thread.
+		// book, and a value it rejects would kill its input thread. Then the
+		// model's: vocabulary and logprobs bounds.
 		if err := er.Validate(); err != nil {
+			writeError(w, a.submitError(err))
+			return
+		}
+		if err := a.model.check(er); err != nil {
 			writeError(w, a.submitError(err))
 			return
 		}

@@ -26,7 +26,7 @@ func newTestAPI(t *testing.T, ranks int) (*fakeEngines, *httptest.Server) {
 	api := NewAPI(APIConfig{
 		Dispatcher: f.d,
 		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		EOSTokenID: wire.SomeInt(2),
+		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 	})
 	ts := httptest.NewServer(api.Handler())

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -317,9 +318,9 @@ type Translate struct {
 	// BaseID is the user-visible completion id ("cmpl-<random>"); engine request i is
 	// BaseID-i, unique among live requests because BaseID is random.
 	BaseID string
-	// EOSTokenID is the model's primary EOS (serve --eos-token-id); unset means the
-	// engines stop on max_tokens and stop_token_ids only.
-	EOSTokenID wire.OptInt
+	// Model is what serve knows of the model: the EOS ids (serve --eos-token-id;
+	// none means the engines stop on max_tokens and stop_token_ids only).
+	Model ModelRules
 	// Rank is the X-data-parallel-rank pin, if any.
 	Rank wire.OptInt
 	// ArrivalTime is the frontend wall clock in seconds since the epoch.
@@ -328,19 +329,38 @@ type Translate struct {
 
 // EngineRequests turns a validated body into one engine request per choice: prompt
 // major, then n (vLLM's choice order), each with n=1 because fanning out is the
-// frontend's job.
-func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) []*wire.EngineCoreRequest {
+// frontend's job. The sampling parameters are built once and completed in vLLM's
+// order (SetEOS, then Prepare: the rewrites, the range checks on the caller's own
+// values, then the greedy reset), so a combination vLLM refuses, such as
+// temperature 0 with top_p 0, is refused here too, whatever Validate let through:
+// the error is a 400 naming the field. Choice i of a prompt gets the seed seed+i,
+// as vLLM's ParentRequest gives its children, or the n choices would be n copies
+// of one completion.
+func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) ([]*wire.EngineCoreRequest, error) {
 	n := int(r.Choices())
+	params := r.samplingParams(t.Model)
+	if err := params.Prepare(); err != nil {
+		return nil, validationAPIError(err)
+	}
+	if params.Seed.Valid && n > 1 && params.Seed.Value > math.MaxInt64-int64(n-1) {
+		return nil, badRequest("seed", "seed %d + n - 1 overflows a 64-bit integer (each choice gets seed + its index)", params.Seed.Value)
+	}
 	out := make([]*wire.EngineCoreRequest, 0, len(prompts)*n)
 	for _, p := range prompts {
-		for range n {
+		for j := range n {
 			i := len(out)
-			params := r.samplingParams(t.EOSTokenID)
-			params.Normalize()
+			child := params
+			// Each request owns its slices: requests are encoded concurrently, and
+			// the dispatcher may adjust one request's copy.
+			child.StopTokenIDs = slices.Clone(params.StopTokenIDs)
+			child.AllStopTokenIDs = slices.Clone(params.AllStopTokenIDs)
+			if params.Seed.Valid {
+				child.Seed = wire.SomeInt(params.Seed.Value + int64(j))
+			}
 			out = append(out, &wire.EngineCoreRequest{
 				RequestID:        t.BaseID + "-" + strconv.Itoa(i),
 				PromptTokenIDs:   p,
-				Sampling:         &params,
+				Sampling:         &child,
 				ArrivalTime:      t.ArrivalTime,
 				DataParallelRank: t.Rank,
 				CacheSalt:        optString(r.CacheSalt),
@@ -349,7 +369,21 @@ func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) []*wi
 			})
 		}
 	}
-	return out
+	return out, nil
+}
+
+// validationAPIError turns a *wire.ValidationError into a 400 naming the field as
+// the body names it (without the wire's "sampling_params." prefix).
+func validationAPIError(err error) *APIError {
+	var inv *wire.ValidationError
+	if !errors.As(err, &inv) {
+		return badRequest("", "%v", err)
+	}
+	field := strings.TrimPrefix(inv.Field, "sampling_params.")
+	if field == "prompt_token_ids" {
+		field = "prompt"
+	}
+	return badRequest(field, "%s: %s", field, inv.Msg)
 }
 
 func optString(s *string) wire.OptString {
@@ -360,8 +394,9 @@ func optString(s *string) wire.OptString {
 }
 
 // samplingParams fills SamplingParams as vLLM's Python frontend would before sending:
-// defaults, the user's knobs, max_tokens always set, the EOS from the model config.
-func (r *CompletionRequest) samplingParams(eos wire.OptInt) wire.SamplingParams {
+// defaults, the user's knobs, max_tokens always set, the EOS ids from the model
+// config (update_from_generation_config). Prepare comes next.
+func (r *CompletionRequest) samplingParams(m ModelRules) wire.SamplingParams {
 	sp := wire.DefaultSamplingParams()
 	sp.N = 1
 	sp.MaxTokens = wire.SomeInt(r.maxTokens())
@@ -392,12 +427,6 @@ func (r *CompletionRequest) samplingParams(eos wire.OptInt) wire.SamplingParams 
 	// detokenization is asked for (vLLM with --skip-tokenizer-init does the same).
 	sp.OutputKind = 1 // DELTA
 	sp.Detokenize = false
-	if eos.Valid {
-		sp.SetEOS(eos)
-	} else {
-		// No EOS is known, so there is none to stop on: say so explicitly, as the
-		// engine-side check requires either an EOS or ignore_eos.
-		sp.IgnoreEOS = true
-	}
+	m.setEOS(&sp)
 	return sp
 }

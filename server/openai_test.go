@@ -120,9 +120,12 @@ func TestEngineRequestsFanOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := req.EngineRequests(prompts, Translate{
-		BaseID: "cmpl-x", EOSTokenID: wire.SomeInt(2), Rank: wire.SomeInt(1), ArrivalTime: 12.5,
+	got, err := req.EngineRequests(prompts, Translate{
+		BaseID: "cmpl-x", Model: ModelRules{EOSTokenIDs: []int64{2}}, Rank: wire.SomeInt(1), ArrivalTime: 12.5,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 4 {
 		t.Fatalf("%d engine requests, want 4", len(got))
 	}
@@ -139,7 +142,7 @@ func TestEngineRequestsFanOut(t *testing.T) {
 		}
 		sp := er.Sampling
 		if sp.N != 1 || sp.MaxTokens != wire.SomeInt(5) || sp.Temperature != 0.5 || sp.TopK != 4 ||
-			sp.Seed != wire.SomeInt(9) || sp.MinTokens != 1 || sp.EOSTokenID != wire.SomeInt(2) {
+			sp.Seed != wire.SomeInt(9+int64(i%2)) || sp.MinTokens != 1 || sp.EOSTokenID != wire.SomeInt(2) {
 			t.Errorf("request %d sampling %+v", i, sp)
 		}
 		if diff := cmp.Diff([]int64{2, 7}, sp.AllStopTokenIDs); diff != "" {
@@ -162,7 +165,11 @@ func TestEngineRequestsWithoutEOS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	er := req.EngineRequests(prompts, Translate{BaseID: "cmpl-y"})[0]
+	ers, err := req.EngineRequests(prompts, Translate{BaseID: "cmpl-y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	er := ers[0]
 	if err := er.Validate(); err != nil {
 		t.Fatalf("request without an EOS does not validate: %v", err)
 	}

@@ -31,7 +31,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	node    *coordinator.Node // nil with one rank
+	node    *coordinator.Node     // nil with one rank, bootstrapped, or external
+	ext     *coordinator.External // --external-coordinator-address
 	d       *dispatcher.Dispatcher
 	fe      *frontend.Frontend
 	boot    *bootstrap.Server
@@ -78,7 +79,27 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	// The coordinator feeds load to the dispatcher and the dispatcher stamps waves
 	// from the coordinator; loads is the forward reference that breaks the cycle.
 	loads := &loadForward{}
-	if ranks > 1 {
+	switch {
+	case cfg.ExternalCoordinatorAddress != "":
+		// vLLM's own coordinator runs elsewhere (several API servers share it):
+		// follow its publishes instead of running one.
+		xcfg := coordinator.DefaultExternalConfig()
+		xcfg.StatsAddress = cfg.ExternalCoordinatorAddress
+		xcfg.EnableWaves = cfg.EnableWaves
+		xcfg.Logger = cfg.Logger.With("component", "coordinator")
+		xcfg.Registerer = reg
+		if s.ext, err = coordinator.NewExternal(xcfg, loads); err != nil {
+			return nil, fmt.Errorf("--external-coordinator-address: %w", err)
+		}
+		if err = s.ext.Start(ctx); err != nil {
+			return nil, fmt.Errorf("--external-coordinator-address: %w", err)
+		}
+		s.log.Info("following an external DP coordinator", "stats_address", cfg.ExternalCoordinatorAddress, "waves", cfg.EnableWaves)
+	case ranks > 1 && cfg.Bootstrapped():
+		// The launcher gave the engines their coordinator addresses; an in-process
+		// coordinator would never hear from them.
+		s.log.Info("bootstrapped engines: no in-process DP coordinator (use --external-coordinator-address to follow the launcher's)")
+	case ranks > 1:
 		ccfg := coordinator.DefaultConfig()
 		ccfg.Engines = ranks
 		ccfg.EnableWaves = cfg.EnableWaves
@@ -101,6 +122,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if s.node != nil && cfg.EnableWaves {
 		dcfg.Waves = s.node
 	}
+	if s.ext != nil {
+		dcfg.Waves = s.ext // the coordinator's wave, and FIRST_REQ to wake paused engines
+	}
 	if s.d, err = dispatcher.New(dcfg, sender); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
@@ -109,7 +133,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	events := s.events
 	events.d, events.node = s.d, s.node
 	fcfg := frontend.DefaultConfig()
-	if !cfg.Embedded() {
+	switch {
+	case cfg.Bootstrapped():
+		fcfg.Bootstrapped = &frontend.BootstrappedConfig{
+			InputAddress: cfg.InputAddress, OutputAddress: cfg.OutputAddress,
+			StartRank: cfg.StartRank, Count: cfg.localRanks(),
+		}
+	case !cfg.Embedded():
 		fcfg.HandshakeAddress = cfg.HandshakeAddress
 	}
 	fcfg.EngineTransport = cfg.EngineTransport
@@ -133,8 +163,16 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 	} else {
-		s.log.Info("waiting for engines", "handshake_address", s.fe.HandshakeAddress(), "data_parallel_size", ranks,
-			"engine_command", fmt.Sprintf("vllm serve MODEL --headless --data-parallel-size %d --data-parallel-size-local 1 --data-parallel-start-rank R --data-parallel-address HOST --data-parallel-rpc-port PORT", ranks))
+		if len(cfg.EOSTokenIDs) == 0 {
+			s.log.Warn(noEOSWarning)
+		}
+		if cfg.Bootstrapped() {
+			s.log.Info("waiting for bootstrapped engines to register", "input_address", cfg.InputAddress, "output_address", cfg.OutputAddress,
+				"start_rank", cfg.StartRank, "ranks", cfg.localRanks(), "data_parallel_size", ranks)
+		} else {
+			s.log.Info("waiting for engines", "handshake_address", s.fe.HandshakeAddress(), "data_parallel_size", ranks,
+				"engine_command", fmt.Sprintf("vllm serve MODEL --headless --data-parallel-size %d --data-parallel-size-local 1 --data-parallel-start-rank R --data-parallel-address HOST --data-parallel-rpc-port PORT", ranks))
+		}
 	}
 
 	if cfg.BootstrapAddress != "" {
@@ -151,8 +189,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	if cfg.ClientAddress != "" {
 		s.clients, err = ListenClients(ctx, ClientConfig{
-			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, EOSTokenID: cfg.EOSTokenID, ShutdownReason: reason,
-			Logger: cfg.Logger.With("component", "clients"),
+			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
+			AllowUtilityMethods: cfg.AllowUtilityMethods,
+			Logger:              cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
 			return nil, err
@@ -162,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 
 	api := NewAPI(APIConfig{
-		Dispatcher: s.d, Engines: s.Engines, EOSTokenID: cfg.EOSTokenID,
+		Dispatcher: s.d, Engines: s.Engines, Model: cfg.Model(),
 		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,
 		ShutdownReason: reason,
 	})
@@ -181,15 +220,20 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 	}()
 	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", ranks, "lb_policy", cfg.LBPolicy,
-		"eos_token_id", eosAttr(cfg.EOSTokenID))
+		"eos_token_ids", eosAttr(cfg.EOSTokenIDs))
 	return s, nil
 }
 
-func eosAttr(e wire.OptInt) any {
-	if !e.Valid {
+// noEOSWarning is logged at start when real engines are expected and no EOS is
+// configured: switchyard has no model config to read it from.
+const noEOSWarning = "no --eos-token-id: every request goes out with ignore_eos and runs to max_tokens (or a stop_token_ids hit); " +
+	"set --eos-token-id to the model's EOS id(s), e.g. the generation config's eos_token_id, comma-separated, primary first"
+
+func eosAttr(ids []int64) any {
+	if len(ids) == 0 {
 		return "none (requests are sent with ignore_eos)"
 	}
-	return e.Value
+	return ids
 }
 
 // startMocks runs the embedded default: ranks mock engine cores in this process,
@@ -359,6 +403,9 @@ func (s *Server) teardown() {
 	s.mocks.Wait()
 	if s.node != nil {
 		s.node.Close()
+	}
+	if s.ext != nil {
+		s.ext.Close()
 	}
 }
 

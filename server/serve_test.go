@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -145,6 +148,41 @@ func TestServeWaves(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason":"length"`) {
 			t.Fatalf("rank %s: %d %s", rank, resp.StatusCode, b)
+		}
+	}
+}
+
+// lockedBuffer collects a logger's output across goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Real engines without an EOS run every request to max_tokens: serve says so at
+// start, loudly, and not when an EOS is configured.
+func TestServeWarnsWithoutEOS(t *testing.T) {
+	for _, eos := range [][]int64{nil, {2, 3}} {
+		var logs lockedBuffer
+		startServer(t, func(c *Config) {
+			c.HandshakeAddress = "tcp://127.0.0.1:0"
+			c.EOSTokenIDs = eos
+			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		})
+		warned := strings.Contains(logs.String(), "level=WARN msg=\"no --eos-token-id")
+		if warned != (eos == nil) {
+			t.Errorf("eos %v: warned %v; log:\n%s", eos, warned, logs.String())
 		}
 	}
 }

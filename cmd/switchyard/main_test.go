@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,12 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"serve", "--engine-transport", "udp"}, "--engine-transport"},
 		{[]string{"serve", "--step-ms", "0"}, "--step-ms"},
 		{[]string{"--log-format", "xml", "serve"}, "--log-format"},
+		{[]string{"serve", "--eos-token-id", "2,x"}, "--eos-token-id"},
+		{[]string{"serve", "--eos-token-id", "5", "--vocab-size", "4"}, "--eos-token-id"},
+		{[]string{"serve", "--max-logprobs", "-2"}, "--max-logprobs"},
+		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0"}, "--output-address"},
+		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0", "--output-address", "tcp://127.0.0.1:0", "--data-parallel-start-rank", "1"}, "--data-parallel-start-rank"},
+		{[]string{"serve", "--external-coordinator-address", "tcp://127.0.0.1:1"}, "--external-coordinator-address"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -34,5 +41,19 @@ func TestServeRejectsBadFlags(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseEOS(t *testing.T) {
+	for in, want := range map[string][]int64{"": nil, "-1": nil, "2": {2}, "2, 32000,2,7": {2, 32000, 7}} {
+		got, err := parseEOS(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseEOS(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "1,,2", "-3"} {
+		if _, err := parseEOS(in); err == nil {
+			t.Errorf("parseEOS(%q) accepted", in)
+		}
 	}
 }

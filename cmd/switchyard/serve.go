@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,8 +34,21 @@ func serveCommand() *cli.Command {
 				Usage:   "tcp://HOST:PORT bound for the engines' HELLO/READY handshake; empty starts built-in mock engines instead",
 				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
 			&cli.IntFlag{Name: "data-parallel-size", Category: "engines", Value: 1,
-				Usage:   "number of engine ranks expected on --handshake-address (ranks 0..N-1)",
+				Usage:   "number of engine ranks expected on --handshake-address (ranks 0..N-1), or the deployment's total size when bootstrapped",
 				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_SIZE")},
+			&cli.StringFlag{Name: "input-address", Category: "engines (bootstrapped)",
+				Usage:   "bootstrapped mode: a launcher already did the handshake and gave the engines this input address (tcp:// or ipc://), which serve binds (ROUTER); needs --output-address",
+				Sources: cli.EnvVars("SWITCHYARD_INPUT_ADDRESS")},
+			&cli.StringFlag{Name: "output-address", Category: "engines (bootstrapped)",
+				Usage: "bootstrapped mode: the engines' output address, bound as one PULL shared by every engine; an ENGINE_CORE_DEAD or undecodable message on it " +
+					"cannot be attributed to a rank and fails every engine on it",
+				Sources: cli.EnvVars("SWITCHYARD_OUTPUT_ADDRESS")},
+			&cli.IntFlag{Name: "data-parallel-start-rank", Category: "engines (bootstrapped)",
+				Usage:   "bootstrapped mode: the first rank that registers (vLLM's --data-parallel-start-rank)",
+				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_START_RANK")},
+			&cli.IntFlag{Name: "data-parallel-size-local", Category: "engines (bootstrapped)",
+				Usage:   "bootstrapped mode: how many ranks from --data-parallel-start-rank register (vLLM's name); 0 = the rest up to --data-parallel-size",
+				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_SIZE_LOCAL")},
 			&cli.IntFlag{Name: "mock-engines", Category: "engines", Value: def.MockEngines,
 				Usage:   "built-in mock engine cores started when --handshake-address is empty (ranks 0..N-1 over ipc)",
 				Sources: cli.EnvVars("SWITCHYARD_MOCK_ENGINES")},
@@ -55,9 +71,19 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "client-timeout", Category: "clients", Value: def.ClientTimeout,
 				Usage:   "a msgpack client with live requests that sends nothing for this long is gone: its requests are aborted (0 = only a dropped connection counts)",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_TIMEOUT")},
-			&cli.Int64Flag{Name: "eos-token-id", Category: "requests", Value: -1,
-				Usage:   "the model's EOS token id, sent as _eos_token_id with every request; -1 = none (engines stop on max_tokens and stop_token_ids only)",
+			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
+				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
+					"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
 				Sources: cli.EnvVars("SWITCHYARD_EOS_TOKEN_ID")},
+			&cli.Int64Flag{Name: "vocab-size", Category: "requests",
+				Usage:   "the model's vocabulary size: requests carrying a token id >= N (prompt, stop_token_ids, allowed_token_ids, logit_bias, bad words) are refused; 0 = unchecked",
+				Sources: cli.EnvVars("SWITCHYARD_VOCAB_SIZE")},
+			&cli.Int64Flag{Name: "max-logprobs", Category: "requests", Value: def.MaxLogprobs,
+				Usage:   "cap on logprobs and prompt_logprobs per request (vLLM's --max-logprobs); -1 = no cap",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_LOGPROBS")},
+			&cli.StringSliceFlag{Name: "allow-utility-method", Category: "clients",
+				Usage:   "also let msgpack clients call this engine utility method (repeatable); the default list is the methods vLLM's own frontend calls",
+				Sources: cli.EnvVars("SWITCHYARD_ALLOW_UTILITY_METHOD")},
 			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
 				Usage:   "rank choice for unpinned requests: least-loaded, power-of-two or round-robin",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
@@ -67,6 +93,10 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "coordinator-publish-address", Category: "coordinator",
 				Usage:   "tcp://HOST:PORT where the coordinator publishes load and wave state to other frontends; empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_COORDINATOR_PUBLISH_ADDRESS")},
+			&cli.StringFlag{Name: "external-coordinator-address", Category: "coordinator",
+				Usage: "follow vLLM's own Python DP coordinator at this stats address (its frontend_stats_publish_address) instead of running one in-process: " +
+					"load and wave state come from its publishes, FIRST_REQ wakes paused engines; empty = off",
+				Sources: cli.EnvVars("SWITCHYARD_EXTERNAL_COORDINATOR_ADDRESS")},
 			&cli.StringFlag{Name: "bootstrap-address", Category: "bootstrap registry",
 				Usage:   "HOST:PORT of the embedded KV-transfer bootstrap registry (vLLM's default port is 8998); empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_BOOTSTRAP_ADDRESS")},
@@ -94,9 +124,19 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.HTTPAddress = cmd.String("http-address")
 	cfg.ClientAddress = cmd.String("client-address")
 	cfg.ClientTimeout = cmd.Duration("client-timeout")
-	if eos := cmd.Int64("eos-token-id"); eos >= 0 {
-		cfg.EOSTokenID = server.SomeEOS(eos)
+	eos, err := parseEOS(cmd.String("eos-token-id"))
+	if err != nil {
+		return err
 	}
+	cfg.EOSTokenIDs = eos
+	cfg.VocabSize = cmd.Int64("vocab-size")
+	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
+	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
+	cfg.InputAddress = cmd.String("input-address")
+	cfg.OutputAddress = cmd.String("output-address")
+	cfg.StartRank = cmd.Int("data-parallel-start-rank")
+	cfg.LocalRanks = cmd.Int("data-parallel-size-local")
+	cfg.ExternalCoordinatorAddress = cmd.String("external-coordinator-address")
 	cfg.LBPolicy = cmd.String("lb-policy")
 	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
@@ -135,4 +175,24 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// parseEOS reads --eos-token-id: ids separated by commas (spaces allowed), the
+// primary first. "" and "-1" (the old "none") mean no EOS.
+func parseEOS(v string) ([]int64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "-1" {
+		return nil, nil
+	}
+	var ids []int64
+	for _, f := range strings.Split(v, ",") {
+		id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("--eos-token-id: %q: want non-negative token ids separated by commas, primary first", v)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }

@@ -1,0 +1,205 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/mockengine"
+)
+
+// startBootstrappedEngines runs mock engines for ranks that connect straight to the
+// launcher-given addresses (no handshake), as vLLM engines started by a launcher do.
+func startBootstrappedEngines(t *testing.T, in, out string, size int, ranks ...int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, rank := range ranks {
+		cfg := mockengine.DefaultConfig()
+		cfg.HandshakeAddress = ""
+		cfg.Inputs, cfg.Outputs = []string{in}, []string{out}
+		cfg.Rank, cfg.DataParallelSize = rank, size
+		cfg.StepInterval = time.Millisecond
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := mockengine.Run(ctx, cfg); err != nil && ctx.Err() == nil {
+				t.Errorf("mock engine %d: %v", rank, err)
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// postPinned posts a completion pinned to rank and returns the status and body.
+func postPinned(t *testing.T, s *Server, rank int, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(body))
+	req.Header.Set(RankHeader, fmt.Sprint(rank))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitReady(t *testing.T, s *Server, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.fe.WaitReady(ctx, n); err != nil {
+		t.Fatalf("engines not ready: %v", err)
+	}
+}
+
+// Bootstrapped: a launcher did the handshake; serve binds the given input and
+// output addresses and serves ranks start..start+count-1 once they register.
+func TestServeBootstrapped(t *testing.T) {
+	dir := t.TempDir()
+	in, out := "ipc://"+filepath.Join(dir, "in"), "ipc://"+filepath.Join(dir, "out")
+	s := startServer(t, func(c *Config) {
+		c.InputAddress, c.OutputAddress = in, out
+		c.DataParallelSize, c.StartRank, c.LocalRanks = 3, 1, 2
+		c.EOSTokenIDs = []int64{2}
+	})
+	startBootstrappedEngines(t, in, out, 3, 1, 2)
+	waitReady(t, s, 2)
+	for _, rank := range []int{1, 2} {
+		if code, body := postPinned(t, s, rank, `{"prompt": [1, 2], "max_tokens": 3}`); code != 200 {
+			t.Errorf("rank %d: %d %s", rank, code, body)
+		}
+	}
+	// Rank 0 belongs to another frontend of the deployment.
+	if code, body := postPinned(t, s, 0, `{"prompt": [1]}`); code != 400 || !strings.Contains(body, "InvalidDataParallelRank") {
+		t.Errorf("rank 0: %d %s", code, body)
+	}
+}
+
+// pyCoordinator is coordinator/testdata/coordinator.py, vLLM's DP coordinator's
+// front publisher in pyzmq: it reports events as JSON lines and takes commands.
+type pyCoordinator struct {
+	stdin  io.WriteCloser
+	events chan map[string]any
+}
+
+func startPyCoordinator(t *testing.T, bind string) *pyCoordinator {
+	t.Helper()
+	python := pytest.Find(t, "zmq", "msgpack")
+	cmd := exec.Command(python, "../coordinator/testdata/coordinator.py", bind)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &pyCoordinator{stdin: stdin, events: make(chan map[string]any, 64)}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				p.events <- ev
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		p.send(t, map[string]any{"cmd": "exit"})
+		stdin.Close()
+		<-scanned
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("coordinator.py: %v\n%s", err, stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *pyCoordinator) send(t *testing.T, cmd map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(cmd)
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		t.Errorf("coordinator.py stdin: %v", err)
+	}
+}
+
+// expect waits for the next event named ev, skipping others.
+func (p *pyCoordinator) expect(t *testing.T, ev string) map[string]any {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-p.events:
+			if e["event"] == ev {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("coordinator.py: no %q event", ev)
+			return nil
+		}
+	}
+}
+
+// External coordinator: serve runs no coordinator of its own, follows the Python
+// coordinator's publishes (load reaches the dispatcher, the wave is stamped) and
+// sends FIRST_REQ when a request goes to engines it believes paused.
+func TestServeExternalCoordinator(t *testing.T) {
+	dir := t.TempDir()
+	py := startPyCoordinator(t, "ipc://"+filepath.Join(dir, "coord"))
+	addr := py.expect(t, "bound")["address"].(string)
+	in, out := "ipc://"+filepath.Join(dir, "in"), "ipc://"+filepath.Join(dir, "out")
+	s := startServer(t, func(c *Config) {
+		c.InputAddress, c.OutputAddress, c.DataParallelSize = in, out, 2
+		c.ExternalCoordinatorAddress = addr
+		c.EnableWaves = true
+	})
+	if s.node != nil || s.ext == nil {
+		t.Fatal("external mode runs the in-process coordinator, or no external one")
+	}
+	py.expect(t, "subscribed")
+	startBootstrappedEngines(t, in, out, 2, 0, 1)
+	waitReady(t, s, 2)
+
+	// Load from the publishes reaches the rank policy.
+	py.send(t, map[string]any{"cmd": "publish", "counts": [][]float64{{7, 1, 0.25}, {0, 0, 0}}, "wave": 4, "running": false})
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for s.d.Engines()[0].Waiting != 7 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the coordinator's counts never reached the dispatcher: %+v", s.d.Engines())
+		}
+	}
+	// Engines paused at wave 4: a request for rank 1 wakes the others with FIRST_REQ.
+	if code, body := postPinned(t, s, 1, `{"prompt": [1, 2], "max_tokens": 2}`); code != 200 {
+		t.Fatalf("request: %d %s", code, body)
+	}
+	fr := py.expect(t, "first_req")
+	if fr["engine"] != "0100" || fr["wave"] != float64(4) {
+		t.Errorf("FIRST_REQ %v, want engine 0100 (rank 1) and wave 4", fr)
+	}
+}
