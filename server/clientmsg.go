@@ -13,12 +13,32 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
+// DefaultUtilityMethods are the engine utility methods msgpack clients may call:
+// those vLLM's own frontend calls (engine-protocol.md 3.8). ClientConfig.
+// AllowUtilityMethods (--allow-utility-method) adds to them.
+var DefaultUtilityMethods = []string{
+	"get_supported_tasks", "profile", "reset_prefix_cache", "reset_mm_cache", "reset_encoder_cache",
+	"sleep", "wake_up", "is_sleeping", "pause_scheduler", "resume_scheduler", "is_scheduler_paused",
+	"add_lora", "remove_lora", "list_loras", "pin_lora", "execute_dummy_batch", "collective_rpc",
+	"save_sharded_state", "set_weight_version", "get_weight_version", "get_kv_cache_group_metadata",
+}
+
 // utility runs one UTILITY call on its own goroutine (a call waits for every engine's
 // reply) and answers with an EngineCoreOutputs carrying utility_output.
 func (s *ClientServer) utility(c *client, body []byte) {
 	_, callID, method, args, err := wire.DecodeUtility(body)
 	if err != nil {
 		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: "+err.Error(), nil)
+		return
+	}
+	if !s.utilAllowed[method] {
+		// Nothing is sent: an engine runs some methods outside its error handling
+		// (handle_fault_tolerance kills its input thread on bad arguments) and any
+		// method of EngineCore, private ones included, is reachable by name. The
+		// failed reply resolves the client's call; the error message says why.
+		msg := fmt.Sprintf("method %q is not allowed: switchyard forwards only the utility methods vLLM's frontend calls, and those added with --allow-utility-method", method)
+		s.replyUtility(c, callID, 0, fmt.Sprintf("Call to %s method failed: %s", method, msg), nil)
+		s.sendError(c, "", ErrTypeUtilityFailed, msg, nil)
 		return
 	}
 	select {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,8 @@ type ClientServer struct {
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
+	// utilAllowed: the UTILITY methods forwarded to engines.
+	utilAllowed map[string]bool
 	// The writer's reused lists (send).
 	spans  []msgSpan
 	frames [][]byte
@@ -154,12 +157,16 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	}
 	s := &ClientServer{
 		cfg: cfg, d: d, sock: sock, log: cfg.Logger,
-		clients: make(map[string]*client),
-		dirty:   make(map[int][]*client),
-		drained: make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		utilSem: make(chan struct{}, 64),
+		clients:     make(map[string]*client),
+		dirty:       make(map[int][]*client),
+		drained:     make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		utilSem:     make(chan struct{}, 64),
+		utilAllowed: make(map[string]bool),
+	}
+	for _, m := range append(slices.Clone(DefaultUtilityMethods), cfg.AllowUtilityMethods...) {
+		s.utilAllowed[m] = true
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)

@@ -306,3 +306,40 @@ func TestClientProtocolModelBounds(t *testing.T) {
 	}
 	h.f.noAdds(t)
 }
+
+// Only the utility methods vLLM's frontend calls reach an engine (plus those
+// allowed by flag): handle_fault_tolerance kills an engine's input thread on bad
+// args, and private methods are reachable by name.
+func TestClientProtocolUtilityAllowlist(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{AllowUtilityMethods: []string{"custom_method"}})
+	for i, method := range []string{"handle_fault_tolerance", "_handle_client_request", "shutdown"} {
+		body, err := wire.AppendUtility(nil, 0, uint64(10+i), method, wire.Raw{0x90})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.cli.Send([]byte{wire.RequestUtility}, body); err != nil {
+			t.Fatal(err)
+		}
+		u := h.nextOutputs(t).UtilityOutput
+		if u == nil || u.CallID != uint64(10+i) || !u.Failure.Valid || !strings.Contains(u.Failure.Value, method) {
+			t.Errorf("%s: reply %+v, want a failure naming it", method, u)
+		}
+		if e := h.nextError(t); e["type"] != ErrTypeUtilityFailed || !strings.Contains(e["message"].(string), method) {
+			t.Errorf("%s: error %v", method, e)
+		}
+	}
+	for i, method := range []string{"custom_method", "reset_prefix_cache"} {
+		body, _ := wire.AppendUtility(nil, 0, uint64(20+i), method, wire.Raw{0x90})
+		if err := h.cli.Send([]byte{wire.RequestUtility}, body); err != nil {
+			t.Fatal(err)
+		}
+		if u := h.nextOutputs(t).UtilityOutput; u == nil || u.Failure.Valid {
+			t.Errorf("%s: reply %+v, want success", method, u)
+		}
+	}
+	// The replies came from the fake engines, so they have counted every UTILITY
+	// they saw: the two allowed calls on both ranks, none of the refused ones.
+	if n := h.f.utilities.Load(); n != 4 {
+		t.Errorf("engines received %d UTILITY frames, want 4 (2 allowed calls x 2 ranks)", n)
+	}
+}

@@ -26,6 +26,8 @@ type fakeEngines struct {
 	adds   chan *wire.EngineCoreRequest
 	aborts chan string
 	hold   atomic.Bool
+	// utilities counts UTILITY frames received, over every rank.
+	utilities atomic.Int64
 	// after, when set, runs after each engine message, as the serve adapter calls
 	// ClientServer.EndBatch.
 	after atomic.Pointer[func(rank int)]
@@ -104,6 +106,7 @@ func (f *fakeEngines) run() {
 				f.aborts <- id
 			}
 		case wire.RequestUtility:
+			f.utilities.Add(1)
 			_, callID, _, _, _ := wire.DecodeUtility(fr.body)
 			f.handle(fr.rank, &wire.EngineCoreOutputs{
 				EngineIndex:   int64(fr.rank),
