@@ -148,7 +148,16 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 			}
 			return err
 		}
+		// The chosen engine's context bounds max_tokens (the caller's params stay
+		// as they are: another engine may be tried with its own bound).
+		orig := req.Sampling
+		capped, err := capMaxTokens(orig, promptLen(req), e.maxModelLen.Load())
+		if err != nil {
+			return err
+		}
+		req.Sampling = capped
 		retry, err := d.admit(req, r, e, start, ctx)
+		req.Sampling = orig
 		if !retry || req.DataParallelRank.Valid {
 			return err
 		}
@@ -225,16 +234,34 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 		}
 		loads = append(loads, l)
 	}
+	n := promptLen(req)
 	if req.DataParallelRank.Valid {
 		i, err := pinRank(loads, req.DataParallelRank.Value)
 		if err != nil {
 			return nil, err
 		}
+		if limit := engs[i].maxModelLen.Load(); !fits(n, limit) {
+			return nil, &PromptTooLongError{ID: req.RequestID, Rank: engs[i].rank, PromptLen: n, MaxModelLen: limit}
+		}
 		return engs[i], nil
+	}
+	// An engine whose context the prompt does not fit is not a candidate; when that
+	// leaves none, say so rather than "no engines".
+	var longest *engine
+	for i, e := range engs {
+		if limit := e.maxModelLen.Load(); loads[i].Ready && !fits(n, limit) {
+			loads[i].Ready = false
+			if longest == nil || limit > longest.maxModelLen.Load() {
+				longest = e
+			}
+		}
 	}
 	seq := d.seq.Add(1)
 	i := d.policy.Choose(loads, seq, splitmix64(d.cfg.Seed+seq))
 	if i < 0 {
+		if longest != nil {
+			return nil, &PromptTooLongError{ID: req.RequestID, Rank: longest.rank, PromptLen: n, MaxModelLen: longest.maxModelLen.Load()}
+		}
 		return nil, ErrNoEngines
 	}
 	return engs[i], nil

@@ -42,6 +42,8 @@ type engine struct {
 	kvBits     atomic.Uint64
 	lastOutput atomic.Int64 // unix nanoseconds, 0 = never
 	cause      atomic.Pointer[string]
+	// maxModelLen is the engine's registered context length, 0 = unknown.
+	maxModelLen atomic.Int64
 
 	m engineMetrics
 }

@@ -6,28 +6,36 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// EngineUp marks rank connected and ready; it becomes eligible for new requests. A
-// rank that was down rejoins with fresh load stats (a restarted engine is empty).
-func (d *Dispatcher) EngineUp(rank int) {
+// EngineUp marks rank connected and ready with unknown limits; see EngineUpWith.
+func (d *Dispatcher) EngineUp(rank int) { d.EngineUpWith(rank, EngineLimits{}) }
+
+// EngineUpWith marks rank connected and ready; it becomes eligible for new
+// requests, which must fit lim (from the engine's registration). A rank that was
+// down rejoins with fresh load stats (a restarted engine is empty) and the limits
+// it registered this time.
+func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	d.engMu.Lock()
 	set := d.engines.Load()
 	e := set.find(rank)
 	if e == nil {
 		e = &engine{rank: rank, m: d.m.forEngine(rank)}
+		e.maxModelLen.Store(lim.MaxModelLen)
 		e.up.Store(true)
 		d.engines.Store(set.with(e))
 		d.engMu.Unlock()
-		d.log.Info("dispatcher: engine up", "rank", rank)
+		d.log.Info("dispatcher: engine up", "rank", rank, "max_model_len", lim.MaxModelLen)
 		return
 	}
 	d.engMu.Unlock()
 	if e.up.Load() {
+		e.maxModelLen.Store(lim.MaxModelLen)
 		return
 	}
 	e.observeLoad(0, 0, 0, 0) // a restarted engine is empty; no stats yet
 	e.cause.Store(nil)
+	e.maxModelLen.Store(lim.MaxModelLen) // before up: no request sees the old limits
 	e.up.Store(true)
-	d.log.Info("dispatcher: engine rejoined", "rank", rank)
+	d.log.Info("dispatcher: engine rejoined", "rank", rank, "max_model_len", lim.MaxModelLen)
 }
 
 // EngineDown marks rank unusable and fails each of its in-flight requests with a

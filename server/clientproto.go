@@ -351,7 +351,10 @@ func (s *ClientServer) classify(err error) (typ, msg string, ranks []int) {
 	var bad *dispatcher.InvalidDataParallelRank
 	var dup *dispatcher.DuplicateRequestId
 	var inv *wire.ValidationError
+	var long *dispatcher.PromptTooLongError
 	switch {
+	case errors.As(err, &long):
+		return ErrTypeInvalidRequest, long.Error(), nil
 	case errors.As(err, &bad):
 		r := bad.ConnectedRanks
 		if r == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -342,4 +343,16 @@ func TestClientProtocolUtilityAllowlist(t *testing.T) {
 	if n := h.f.utilities.Load(); n != 4 {
 		t.Errorf("engines received %d UTILITY frames, want 4 (2 allowed calls x 2 ranks)", n)
 	}
+}
+
+// A prompt that does not fit the engine's max_model_len is refused by name.
+func TestClientProtocolPromptTooLong(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	h.f.d.EngineUpWith(0, dispatcher.EngineLimits{MaxModelLen: 2})
+	h.add(t, "long", 3, wire.SomeInt(0)) // a 2-token prompt
+	if e := h.nextError(t); e["type"] != ErrTypeInvalidRequest || e["request_id"] != "long" ||
+		!strings.Contains(e["message"].(string), "maximum model length") {
+		t.Errorf("error %v", e)
+	}
+	h.f.noAdds(t)
 }

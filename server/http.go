@@ -181,9 +181,12 @@ func (a *API) submitError(err error) *APIError {
 	var bad *dispatcher.InvalidDataParallelRank
 	var dup *dispatcher.DuplicateRequestId
 	var inv *wire.ValidationError
+	var long *dispatcher.PromptTooLongError
 	switch {
 	case errors.As(err, &inv):
 		return validationAPIError(inv)
+	case errors.As(err, &long):
+		return badRequest("prompt", "%s", long.Error())
 	case errors.As(err, &bad):
 		return InvalidRankError(bad.Rank, bad.ConnectedRanks)
 	case errors.As(err, &dup):

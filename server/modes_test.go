@@ -203,3 +203,22 @@ func TestServeExternalCoordinator(t *testing.T) {
 		t.Errorf("FIRST_REQ %v, want engine 0100 (rank 1) and wave 4", fr)
 	}
 }
+
+// The engines' registered max_model_len (8192 for the built-in ones) reaches the
+// dispatcher: a prompt that does not fit is a 400 naming prompt, on the HTTP API,
+// and InvalidRequest on the client protocol; nothing is sent.
+func TestServePromptLongerThanContext(t *testing.T) {
+	s := startServer(t, nil)
+	long := make([]int64, 8192)
+	b, _ := json.Marshal(map[string]any{"prompt": long})
+	code, body := postPinned(t, s, 0, string(b))
+	var e errorBody
+	_ = json.Unmarshal([]byte(body), &e)
+	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "8192") {
+		t.Errorf("prompt of 8192 tokens: %d %s", code, body)
+	}
+	b, _ = json.Marshal(map[string]any{"prompt": long[:8190], "max_tokens": 50})
+	if code, body := postPinned(t, s, 1, string(b)); code != 200 || !strings.Contains(body, `"completion_tokens":2`) {
+		t.Errorf("prompt of 8190 tokens, max_tokens 50: %d %s; want 2 tokens (capped to the context)", code, body)
+	}
+}

@@ -433,8 +433,12 @@ func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 }
 
-func (h *engineEvents) EngineUp(rank int, _ frontend.EngineInfo) {
-	h.d.EngineUp(rank)
+func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
+	var lim dispatcher.EngineLimits
+	if info.Ready.MaxModelLen.Valid {
+		lim.MaxModelLen = info.Ready.MaxModelLen.Value
+	}
+	h.d.EngineUpWith(rank, lim)
 	if h.node != nil {
 		h.node.EngineReady(rank)
 	}
