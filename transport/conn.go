@@ -31,6 +31,10 @@ type conn struct {
 	identity []byte // the peer's announced identity
 	peerType string
 	maxFrame uint64
+	maxMsg   uint64
+	// sendTimeout is the write deadline for writes the connection makes on its own
+	// (PONG); sockets pass theirs with every send.
+	sendTimeout time.Duration
 
 	// Writes are group-committed (nats' flushOutbound): a sender queues its message
 	// under wmu; if no flush is running it becomes the flusher, which takes
@@ -82,68 +86,136 @@ func handshake(nc net.Conn, kind Kind, id []byte, server bool, opt Options) (c *
 	}
 	c = &conn{
 		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 64<<10),
+		br:       bufio.NewReaderSize(nc, readBufSize),
 		identity: []byte(zc.Peer.Meta["Identity"]),
 		peerType: zc.Peer.Meta["Socket-Type"],
 		maxFrame: uint64(opt.MaxFrameSize),
+		maxMsg:   uint64(opt.MaxMessageSize),
+
+		sendTimeout: opt.SendTimeout,
 	}
 	c.wdone.L = &c.wmu
 	return c, nil
 }
 
-// readMsg reads one message (all frames up to the last without MORE) or one command.
-// A frame larger than maxFrame is refused before its body is allocated.
-func (c *conn) readMsg() (frames [][]byte, isCmd bool, err error) {
+// readMsg reads one message: every frame up to the last one without MORE. Command
+// frames are handled where they arrive, also between the frames of a message (libzmq
+// sends a heartbeat PING whenever its timer fires, in the middle of a multipart
+// message it is writing): a PING is answered, other commands are ignored, and the
+// message goes on being assembled. A frame larger than maxFrame, or one that takes the
+// message past maxMsg, is refused before its body is read; a body is allocated as its
+// bytes arrive (readBody), so a header claiming a large size costs nothing until the
+// peer sends the data.
+func (c *conn) readMsg() (frames [][]byte, err error) {
 	var hdr [8]byte
+	var total uint64
 	for {
 		flag, err := c.br.ReadByte()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if flag&^(flagMore|flagLong|flagCommand) != 0 {
-			return nil, false, fmt.Errorf("transport: bad frame flags %#x", flag)
+			return nil, fmt.Errorf("transport: bad frame flags %#x", flag)
 		}
 		var size uint64
 		if flag&flagLong != 0 {
 			if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			size = binary.BigEndian.Uint64(hdr[:])
 		} else {
 			b, err := c.br.ReadByte()
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			size = uint64(b)
 		}
 		if size > c.maxFrame {
-			return nil, false, &FrameTooLargeError{Size: size, Max: c.maxFrame}
-		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(c.br, body); err != nil {
-			return nil, false, err
+			return nil, &FrameTooLargeError{Size: size, Max: c.maxFrame}
 		}
 		if flag&flagCommand != 0 {
-			// Commands are single frames; a command in the middle of a message is a
-			// protocol error.
-			if len(frames) > 0 {
-				return nil, false, errors.New("transport: command inside a multipart message")
+			if size > maxCommand {
+				return nil, &FrameTooLargeError{Size: size, Max: maxCommand}
 			}
-			return [][]byte{body}, true, nil
+			body, err := c.readBody(size)
+			if err != nil {
+				return nil, err
+			}
+			if err := c.handleCommand(body); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if total+size > c.maxMsg {
+			return nil, &MessageTooLargeError{Size: total + size, Max: c.maxMsg}
+		}
+		total += size
+		body, err := c.readBody(size)
+		if err != nil {
+			return nil, err
 		}
 		frames = append(frames, body)
 		if flag&flagMore == 0 {
-			return frames, false, nil
+			return frames, nil
 		}
 		if len(frames) >= maxFramesPerMessage {
-			return nil, false, fmt.Errorf("transport: message has more than %d frames", maxFramesPerMessage)
+			return nil, fmt.Errorf("transport: message has more than %d frames", maxFramesPerMessage)
 		}
 	}
 }
 
+// maxCommand bounds a ZMTP command frame (PING carries at most a 16-byte context).
+const maxCommand = 64 << 10
+
+// readBufSize is the connection's read buffer.
+const readBufSize = 64 << 10
+
+// growFactor bounds the memory a frame body holds to this many times the bytes of it
+// that have arrived. A body up to readBufSize is allocated at once; a larger one only
+// once its first readBufSize bytes are in the read buffer (peeked, not copied), and
+// then at most growFactor times what arrived, growing by growFactor as the bytes
+// fill it. A 1 MiB aux frame is thus allocated once, at its size, and a 256 MiB one
+// copies about 7 % of itself on the way; a header claiming 256 MiB followed by
+// silence costs nothing.
+const growFactor = 16
+
+// readBody reads a frame body of size bytes.
+func (c *conn) readBody(size uint64) ([]byte, error) {
+	if size > readBufSize {
+		if _, err := c.br.Peek(readBufSize); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+	}
+	b := make([]byte, min(size, growFactor*readBufSize))
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		return nil, unexpectedEOF(err)
+	}
+	for uint64(len(b)) < size {
+		nb := make([]byte, min(size, growFactor*uint64(len(b))))
+		copy(nb, b)
+		if _, err := io.ReadFull(c.br, nb[len(b):]); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		b = nb
+	}
+	return b, nil
+}
+
+// unexpectedEOF: the stream ended inside a frame.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 // handleCommand answers PING with PONG (ZMTP 3.1 heartbeats: libzmq drops a
-// connection whose PINGs go unanswered) and ignores everything else.
-func (c *conn) handleCommand(body []byte, timeout time.Duration) error {
+// connection whose PINGs go unanswered) and ignores everything else. It runs on the
+// connection's reader. The PONG joins the connection's write queue like any message
+// (whole messages are written, so it never lands inside one) without waiting: when a
+// write is in progress, its flusher sends the PONG with its next writev; otherwise
+// the reader flushes it itself, holding no lock across the write.
+func (c *conn) handleCommand(body []byte) error {
 	if len(body) < 1 || int(body[0]) > len(body)-1 {
 		return errors.New("transport: malformed command")
 	}
@@ -158,7 +230,7 @@ func (c *conn) handleCommand(body []byte, timeout time.Duration) error {
 		ctxBytes = rest[2:]
 	}
 	pong := append([]byte{4, 'P', 'O', 'N', 'G'}, ctxBytes...)
-	return c.write([][]byte{pong}, flagCommand, timeout)
+	return c.enqueue([][]byte{pong}, flagCommand, c.sendTimeout)
 }
 
 // inlineFrame is the size up to which a frame is copied next to its header in the
@@ -169,7 +241,8 @@ const inlineFrame = 2 << 10
 // kept for the connection's lifetime.
 const maxKeptBuffer = 1 << 20
 
-// write sends frames as one message. extraFlag is flagCommand for a command.
+// write sends frames as one message and waits until it is written. extraFlag is
+// flagCommand for a command.
 func (c *conn) write(frames [][]byte, extraFlag byte, timeout time.Duration) error {
 	c.wmu.Lock()
 	if c.broken != nil {
@@ -179,7 +252,22 @@ func (c *conn) write(frames [][]byte, extraFlag byte, timeout time.Duration) err
 	}
 	c.pending = append(c.pending, outItem{frames: frames, flag: extraFlag})
 	c.queued++
-	return c.commitLocked(c.queued, timeout)
+	return c.commitLocked(c.queued, timeout, true)
+}
+
+// enqueue queues frames, which the caller must not reuse, as one message. When a
+// write is in progress it returns at once: the flusher writes the message with its
+// next batch. Otherwise the caller writes it (and whatever else queued) itself.
+func (c *conn) enqueue(frames [][]byte, extraFlag byte, timeout time.Duration) error {
+	c.wmu.Lock()
+	if c.broken != nil {
+		err := c.broken
+		c.wmu.Unlock()
+		return err
+	}
+	c.pending = append(c.pending, outItem{frames: frames, flag: extraFlag})
+	c.queued++
+	return c.commitLocked(c.queued, timeout, false)
 }
 
 // writeMany sends msgs as consecutive messages, written together, leaving out the
@@ -195,13 +283,18 @@ func (c *conn) writeMany(msgs [][][]byte, skip int, timeout time.Duration) error
 		c.pending = append(c.pending, outItem{frames: m[skip:]})
 	}
 	c.queued += uint64(len(msgs))
-	return c.commitLocked(c.queued, timeout)
+	return c.commitLocked(c.queued, timeout, true)
 }
 
-// commitLocked waits until message number seq has been written, flushing itself when
-// no other sender is. Called with wmu held; returns with it released.
-func (c *conn) commitLocked(seq uint64, timeout time.Duration) error {
+// commitLocked waits until message number seq has been written (with wait false:
+// until it is in the hands of a running flusher), flushing itself when no other
+// sender is. Called with wmu held; returns with it released.
+func (c *conn) commitLocked(seq uint64, timeout time.Duration, wait bool) error {
 	if c.flushing {
+		if !wait {
+			c.wmu.Unlock()
+			return nil
+		}
 		for c.written < seq && c.broken == nil {
 			c.wdone.Wait()
 		}

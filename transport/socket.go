@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +22,9 @@ type delivery struct {
 
 // socket is the Socket implementation over ZMTP connections. Goroutines: one accept
 // loop per listening socket, one short-lived handshake goroutine per incoming
-// connection, one reader per connection. Nothing else: sends run on the caller's
-// goroutine under the target connection's own write lock.
+// connection, one reader per connection, and for PUB/XPUB one writer per subscriber
+// (fed by its own bounded queue). Other kinds send on the caller's goroutine,
+// group-committed per connection.
 type socket struct {
 	kind    Kind
 	opt     Options
@@ -40,17 +43,50 @@ type socket struct {
 	byID    map[string]*peer // ROUTER: live identities
 	pending map[net.Conn]struct{}
 	rr      int
-	subs    [][]byte // XSUB/SUB: subscriptions sent, replayed to new peers
-	nextID  uint32   // ROUTER: generated identities for anonymous peers
+	subs    []subscription // XSUB/SUB: live subscriptions, replayed to new peers
+	nextID  uint32         // ROUTER: generated identities for anonymous peers
+
+	refused  map[string]*refusals // ROUTER: duplicate identities refused, for rate-limited logs
+	dropped  uint64               // PUB/XPUB: messages dropped at a full subscriber queue
+	dropWarn time.Time            // PUB/XPUB: when drops were last logged
 }
 
 type peer struct {
 	c  *conn
 	id []byte // routing identity
+	// gone (under socket.mu): the connection closed and nothing is routed to it, but
+	// its identity stays reserved until its departure has been reported.
+	gone bool
 
 	tmu    sync.Mutex
 	topics [][]byte // PUB/XPUB: the peer's subscriptions (prefixes)
+
+	// PUB/XPUB: the subscriber's queue, drained by its own writer, which stops when
+	// quit (closed by the reader on its way out) is closed.
+	outq chan [][]byte
+	quit chan struct{}
 }
+
+// subscription is one live XSUB/SUB subscription: the "\x01topic" message and how
+// many times it was subscribed (libzmq's XSUB counts them, and forwards an
+// unsubscribe only when the count drops to zero).
+type subscription struct {
+	msg []byte
+	n   int
+}
+
+// refusals tracks one refused duplicate identity: libzmq reconnects every 100 ms,
+// so refusals are logged at Warn once per dupWarnEvery with the count in between.
+type refusals struct {
+	last       time.Time
+	suppressed int
+}
+
+const (
+	dupWarnEvery  = 10 * time.Second
+	dropWarnEvery = 10 * time.Second
+	maxRefusals   = 1024 // identities tracked for rate limiting
+)
 
 func newSocket(kind Kind, opt Options, addr string) *socket {
 	return &socket{
@@ -61,6 +97,7 @@ func newSocket(kind Kind, opt Options, addr string) *socket {
 		recvq:   make(chan delivery, opt.RecvQueue),
 		byID:    make(map[string]*peer),
 		pending: make(map[net.Conn]struct{}),
+		refused: make(map[string]*refusals),
 	}
 }
 
@@ -233,9 +270,10 @@ func (s *socket) accept(nc net.Conn) {
 	s.addPeer(c)
 }
 
-// addPeer registers a connection and starts its reader. A ROUTER refuses a second
-// connection presenting an identity that is already live (zmq4 would accept it and
-// deliver every message to both).
+// addPeer registers a connection and starts its reader (and, for PUB/XPUB, its
+// writer). A ROUTER refuses a second connection presenting an identity that is
+// already live (zmq4 would accept it and deliver every message to both), or whose
+// previous connection's departure has not been reported yet.
 func (s *socket) addPeer(c *conn) bool {
 	s.mu.Lock()
 	if s.closed {
@@ -250,16 +288,34 @@ func (s *socket) addPeer(c *conn) bool {
 			s.nextID++
 			p.id = binary.BigEndian.AppendUint32([]byte{0}, s.nextID)
 		}
-		if _, dup := s.byID[string(p.id)]; dup {
+		if old, dup := s.byID[string(p.id)]; dup {
+			warn, suppressed := s.noteRefusalLocked(p.id, time.Now())
 			s.mu.Unlock()
+			msg := "transport: refused duplicate identity"
+			if old.gone {
+				msg = "transport: refused identity of a connection whose departure is not reported yet"
+			}
+			level := slog.LevelDebug
+			if warn {
+				level = slog.LevelWarn
+			}
+			s.opt.Logger.Log(context.Background(), level, msg, "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "refused_since_last_warning", suppressed)
 			c.close()
-			s.opt.Logger.Warn("transport: refused duplicate identity", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id))
 			return false
 		}
 		s.byID[string(p.id)] = p
 	}
+	if s.kind == Pub || s.kind == XPub {
+		p.outq = make(chan [][]byte, s.opt.SendHWM)
+		p.quit = make(chan struct{})
+		s.wg.Add(1)
+		go s.pubWriter(p)
+	}
 	s.peers = append(s.peers, p)
-	subs := append([][]byte(nil), s.subs...)
+	subs := make([][]byte, len(s.subs))
+	for i, sub := range s.subs {
+		subs[i] = sub.msg
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	for _, sub := range subs {
@@ -271,7 +327,37 @@ func (s *socket) addPeer(c *conn) bool {
 	return true
 }
 
-func (s *socket) removePeer(p *peer) {
+// noteRefusalLocked records a refused duplicate identity and reports whether to log
+// it at Warn and how many refusals went unlogged at Warn since the last time. The
+// table is bounded: stale entries go first, then everything. s.mu must be held.
+func (s *socket) noteRefusalLocked(id []byte, now time.Time) (warn bool, suppressed int) {
+	r := s.refused[string(id)]
+	if r == nil {
+		if len(s.refused) >= maxRefusals {
+			for k, v := range s.refused {
+				if now.Sub(v.last) >= dupWarnEvery {
+					delete(s.refused, k)
+				}
+			}
+			if len(s.refused) >= maxRefusals {
+				clear(s.refused)
+			}
+		}
+		r = &refusals{}
+		s.refused[string(id)] = r
+	}
+	if !r.last.IsZero() && now.Sub(r.last) < dupWarnEvery {
+		r.suppressed++
+		return false, 0
+	}
+	suppressed, r.last, r.suppressed = r.suppressed, now, 0
+	return true, suppressed
+}
+
+// unroute takes a departed peer out of routing: no send picks it any more. With
+// reserve, a ROUTER keeps its identity (marked gone) until release, so a new
+// connection with that identity is refused until the departure has been reported.
+func (s *socket) unroute(p *peer, reserve bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, q := range s.peers {
@@ -281,6 +367,19 @@ func (s *socket) removePeer(p *peer) {
 		}
 	}
 	if s.kind == Router && s.byID[string(p.id)] == p {
+		if reserve {
+			p.gone = true
+		} else {
+			delete(s.byID, string(p.id))
+		}
+	}
+}
+
+// release frees a departed peer's identity once its departure is reported.
+func (s *socket) release(p *peer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kind == Router && s.byID[string(p.id)] == p {
 		delete(s.byID, string(p.id))
 	}
 }
@@ -289,17 +388,10 @@ func (s *socket) readLoop(p *peer) {
 	defer s.wg.Done()
 	var cause error
 	for {
-		frames, isCmd, err := p.c.readMsg()
+		frames, err := p.c.readMsg()
 		if err != nil {
 			cause = err
 			break
-		}
-		if isCmd {
-			if err := p.c.handleCommand(frames[0], s.opt.SendTimeout); err != nil {
-				cause = err
-				break
-			}
-			continue
 		}
 		if s.kind == XPub || s.kind == Pub {
 			if isSubscription(frames) {
@@ -321,12 +413,53 @@ func (s *socket) readLoop(p *peer) {
 		}
 	}
 	p.c.close()
-	s.removePeer(p)
-	if errors.Is(cause, ErrFrameTooLarge) {
-		s.opt.Logger.Warn("transport: dropped peer sending an oversized frame", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "err", cause)
+	// The departure is reported before the identity is free again: otherwise a
+	// reconnecting peer's first message (a rejoining engine's registration) could
+	// be queued ahead of the old connection's ErrPeerLeft.
+	report := s.kind == Pull || s.opt.PeerEvents
+	s.unroute(p, report)
+	if p.quit != nil {
+		close(p.quit)
 	}
-	if s.kind == Pull || s.opt.PeerEvents {
+	if errors.Is(cause, ErrFrameTooLarge) {
+		s.opt.Logger.Warn("transport: dropped peer sending an oversized frame or message", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "err", cause)
+	}
+	if report {
 		s.deliver(delivery{err: &PeerLeftError{Identity: p.id, Cause: cause}})
+		s.release(p)
+	}
+}
+
+// pubWriter is a PUB/XPUB subscriber's writer: it sends what queued for that
+// subscriber, up to 64 messages per writev, so a subscriber that stops reading
+// delays only its own queue. A write that fails or outlasts SendTimeout closes the
+// connection (the reader then reports the peer gone).
+func (s *socket) pubWriter(p *peer) {
+	defer s.wg.Done()
+	batch := make([][][]byte, 0, 64)
+	for {
+		select {
+		case m := <-p.outq:
+			batch = append(batch[:0], m)
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case m := <-p.outq:
+					batch = append(batch, m)
+				default:
+					break more
+				}
+			}
+			err := p.c.writeMany(batch, 0, s.opt.SendTimeout)
+			clear(batch)
+			if err != nil {
+				p.c.close()
+				s.opt.Logger.Warn("transport: dropped subscriber", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "err", err)
+				return
+			}
+		case <-p.quit:
+			return
+		}
 	}
 }
 
@@ -412,6 +545,9 @@ func (s *socket) Send(frames ...[]byte) error {
 			return errors.New("transport: ROUTER message needs an identity frame and a body")
 		}
 		p := s.byID[string(frames[0])]
+		if p != nil && p.gone {
+			p = nil
+		}
 		s.mu.Unlock()
 		if p == nil {
 			return fmt.Errorf("%w: identity %x", ErrNoPeer, frames[0])
@@ -428,7 +564,10 @@ func (s *socket) Send(frames ...[]byte) error {
 		return s.sendTo(p, frames)
 	case XSub, Sub:
 		if isSubscription(frames) {
-			s.subs = append(s.subs, append([]byte(nil), frames[0]...))
+			if !s.subscribeLocked(frames[0]) {
+				s.mu.Unlock()
+				return nil // an unsubscribe that leaves the topic subscribed
+			}
 		} else if s.kind == Sub {
 			s.mu.Unlock()
 			return fmt.Errorf("%w: SUB sends only subscriptions", ErrUnsupported)
@@ -439,16 +578,75 @@ func (s *socket) Send(frames ...[]byte) error {
 			s.sendTo(p, frames) // a failed peer is dropped; the others still get it
 		}
 		return nil
-	default: // Pub, XPub
-		peers := append([]*peer(nil), s.peers...)
-		s.mu.Unlock()
-		for _, p := range peers {
-			if p.subscribed(frames[0]) {
-				s.sendTo(p, frames)
+	default: // Pub, XPub: queue for every matching subscriber; never blocks
+		var msg [][]byte // one copy, shared read-only by every queue
+		dropped := 0
+		for _, p := range s.peers {
+			if !p.subscribed(frames[0]) {
+				continue
 			}
+			if msg == nil {
+				msg = cloneFrames(frames)
+			}
+			select {
+			case p.outq <- msg:
+			default:
+				dropped++
+			}
+		}
+		warn, total := false, uint64(0)
+		if dropped > 0 {
+			s.dropped += uint64(dropped)
+			if now := time.Now(); now.Sub(s.dropWarn) >= dropWarnEvery {
+				warn, total, s.dropWarn = true, s.dropped, now
+			}
+		}
+		s.mu.Unlock()
+		if warn {
+			s.opt.Logger.Warn("transport: subscriber queue full, message dropped for it", "addr", s.addr, "hwm", s.opt.SendHWM, "dropped_total", total)
 		}
 		return nil
 	}
+}
+
+// subscribeLocked applies an XSUB/SUB (un)subscription to the live set and reports
+// whether to forward it: a subscription always (XPUB_VERBOSE peers count them), an
+// unsubscribe only when it removes the topic's last subscription. s.mu must be held.
+func (s *socket) subscribeLocked(msg []byte) bool {
+	topic := msg[1:]
+	i := slices.IndexFunc(s.subs, func(sub subscription) bool { return bytes.Equal(sub.msg[1:], topic) })
+	if msg[0] == 1 {
+		if i >= 0 {
+			s.subs[i].n++
+		} else {
+			s.subs = append(s.subs, subscription{msg: append([]byte{1}, topic...), n: 1})
+		}
+		return true
+	}
+	if i < 0 {
+		return false
+	}
+	if s.subs[i].n--; s.subs[i].n > 0 {
+		return false
+	}
+	s.subs = slices.Delete(s.subs, i, i+1)
+	return true
+}
+
+// cloneFrames copies a message into one allocation.
+func cloneFrames(frames [][]byte) [][]byte {
+	n := 0
+	for _, f := range frames {
+		n += len(f)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(frames))
+	for i, f := range frames {
+		start := len(buf)
+		buf = append(buf, f...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return out
 }
 
 // SendBatch implements BatchSender. ROUTER groups runs of messages with the same
@@ -482,6 +680,9 @@ func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
 			}
 			s.mu.Lock()
 			closed, p := s.closed, s.byID[string(msgs[i][0])]
+			if p != nil && p.gone {
+				p = nil
+			}
 			s.mu.Unlock()
 			switch {
 			case closed:

@@ -9,10 +9,14 @@
 // accepted and both peers get every message; XPUB hides subscriptions; an unknown peer
 // socket type panics inside the handshake. So we use zmq4 only for the ZMTP greeting
 // and NULL-security READY exchange (zmq4.Open, guarded by a deadline, a size limit and
-// a recover) and own everything after it: framing with a size limit, group-committed
-// writes (one writev for whatever queued, no lock across the syscall) and a write
-// deadline per peer, PING answered with PONG, duplicate identities refused,
-// departed peers reported as ErrPeerLeft, stale ipc files removed before binding.
+// a recover) and own everything after it: framing with frame and message size limits
+// (bodies are allocated as their bytes arrive), group-committed writes (one writev
+// for whatever queued, no lock across the syscall) and a write deadline per peer,
+// PING answered with PONG (also between the frames of a message, where libzmq puts
+// it when its heartbeat timer fires mid-message), duplicate identities refused (and
+// logged at a limited rate), departed peers reported as ErrPeerLeft before their
+// identity may reconnect, one bounded queue and writer per PUB/XPUB subscriber
+// (dropping at SendHWM like libzmq), stale ipc files removed before binding.
 package transport
 
 import (
@@ -108,8 +112,14 @@ type Options struct {
 	// Identity is the ZMTP identity announced to peers (DEALER: the engine rank).
 	Identity []byte
 	// MaxFrameSize refuses received frames larger than this many bytes: the
-	// connection is dropped before the body is allocated. 0 = 256 MiB.
+	// connection is dropped before the body is read. 0 = 256 MiB.
 	MaxFrameSize int
+	// MaxMessageSize refuses received messages whose frames add up to more than
+	// this many bytes (*MessageTooLargeError): the connection is dropped before the
+	// frame that would cross it is read. 0 = 1 GiB. Bodies are allocated as their
+	// bytes arrive, so a peer holds memory in proportion to what it sent, never to
+	// what a header claims.
+	MaxMessageSize int
 	// DialTimeout bounds Dial, which retries a refused connection (libzmq connects
 	// asynchronously and retries forever; a refused first attempt is normal when a
 	// peer is still starting). 0 = 10 s.
@@ -123,8 +133,16 @@ type Options struct {
 	// RecvQueue is the number of received messages buffered before the per-peer
 	// readers stop reading (TCP then pushes back on the peers). 0 = 256.
 	RecvQueue int
+	// SendHWM is the number of messages a PUB/XPUB queues for each subscriber.
+	// Every subscriber has its own queue and writer, so one that stops reading
+	// delays nobody else; a message for a subscriber whose queue is full is dropped
+	// for that subscriber, as libzmq's PUB does at SNDHWM. A subscriber whose write
+	// takes longer than SendTimeout is disconnected. 0 = 1000 (libzmq's default).
+	SendHWM int
 	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
-	// PULL always does.
+	// PULL always does. A ROUTER then reports a peer's departure before it accepts
+	// another connection with the same identity, so a rejoining peer's messages
+	// always come after the old connection's ErrPeerLeft.
 	PeerEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger
@@ -132,6 +150,8 @@ type Options struct {
 
 const (
 	defaultMaxFrame         = 256 << 20
+	defaultMaxMessage       = 1 << 30
+	defaultSendHWM          = 1000
 	defaultDialTimeout      = 10 * time.Second
 	defaultSendTimeout      = 30 * time.Second
 	defaultHandshakeTimeout = 10 * time.Second
@@ -144,6 +164,12 @@ const (
 func (o Options) withDefaults() Options {
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = defaultMaxFrame
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = defaultMaxMessage
+	}
+	if o.SendHWM <= 0 {
+		o.SendHWM = defaultSendHWM
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = defaultDialTimeout
@@ -168,6 +194,8 @@ var (
 	ErrClosed        = errors.New("transport: socket closed")
 	ErrPeerLeft      = errors.New("transport: peer left")
 	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrMessageTooLarge: a received message exceeded Options.MaxMessageSize.
+	ErrMessageTooLarge = errors.New("transport: message too large")
 	// ErrNoPeer: a ROUTER send to an identity that is not connected (libzmq would
 	// drop it silently; we say so), or a DEALER/PUSH send with no peer.
 	ErrNoPeer = errors.New("transport: no such peer")
@@ -206,6 +234,23 @@ func (e *FrameTooLargeError) Error() string {
 
 // Is makes errors.Is(err, ErrFrameTooLarge) true.
 func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
+// MessageTooLargeError carries the size a message reached with the frame that was
+// refused. It matches ErrMessageTooLarge and, since a caller that handles oversized
+// input handles both the same way, ErrFrameTooLarge.
+type MessageTooLargeError struct {
+	Size, Max uint64
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("transport: message of at least %d bytes exceeds the limit of %d", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrMessageTooLarge) and errors.Is(err, ErrFrameTooLarge)
+// true.
+func (e *MessageTooLargeError) Is(target error) bool {
+	return target == ErrMessageTooLarge || target == ErrFrameTooLarge
+}
 
 // Network opens sockets. ZMQ is the real one; memtransport provides an in-memory
 // fake so cores with timers can be tested inside testing/synctest.

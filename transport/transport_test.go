@@ -3,7 +3,9 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -304,8 +306,33 @@ func TestRecvCommandNotSurfaced(t *testing.T) {
 	if err != nil || len(f) != 2 || string(f[1]) != "data" {
 		t.Fatalf("got %q %v", f, err)
 	}
-	got, isCmd, err := c.readMsg()
-	if err != nil || !isCmd || string(got[0]) != "\x04PONGctx" {
-		t.Fatalf("want PONG, got %q cmd=%v err=%v", got, isCmd, err)
+	flag, got, err := readRawFrame(c)
+	if err != nil || flag != flagCommand || string(got) != "\x04PONGctx" {
+		t.Fatalf("want PONG, got %q flag=%#x err=%v", got, flag, err)
 	}
+}
+
+// readRawFrame reads one frame, command or not, off a raw connection.
+func readRawFrame(c *conn) (flag byte, body []byte, err error) {
+	flag, err = c.br.ReadByte()
+	if err != nil {
+		return 0, nil, err
+	}
+	var size uint64
+	if flag&flagLong != 0 {
+		var hdr [8]byte
+		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+			return 0, nil, err
+		}
+		size = binary.BigEndian.Uint64(hdr[:])
+	} else {
+		b, err := c.br.ReadByte()
+		if err != nil {
+			return 0, nil, err
+		}
+		size = uint64(b)
+	}
+	body = make([]byte, size)
+	_, err = io.ReadFull(c.br, body)
+	return flag, body, err
 }

@@ -1,0 +1,406 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/pytest"
+)
+
+// rawPeer connects to a socket's endpoint and completes the ZMTP greeting, leaving
+// the framing to the test.
+func rawPeer(t *testing.T, kind Kind, endpoint string, id []byte) *conn {
+	t.Helper()
+	network, address, err := splitEndpoint(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c, err := handshake(nc, kind, id, false, Options{}.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// libzmq with HEARTBEAT_IVL writes a PING between the frames of a multipart message
+// when its timer fires mid-message. The PING is answered and the message arrives
+// whole; before, the connection was dropped ("command inside a multipart message").
+func TestPingBetweenFramesOfAMessage(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		pull := mustListen(t, Pull, ep(), Options{})
+		c := rawPeer(t, Push, pull.Addr(), nil)
+		big := bytes.Repeat([]byte{9}, 70<<10)
+		var wire []byte
+		wire = appendHeader(wire, []byte("head"), true, 0)
+		wire = append(wire, "head"...)
+		ping := []byte{4, 'P', 'I', 'N', 'G', 0, 10, 'h', 'b'}
+		wire = appendHeader(wire, ping, false, flagCommand)
+		wire = append(wire, ping...)
+		wire = appendHeader(wire, big, true, 0)
+		wire = append(wire, big...)
+		wire = appendHeader(wire, ping, false, flagCommand)
+		wire = append(wire, ping...)
+		wire = appendHeader(wire, []byte("tail"), false, 0)
+		wire = append(wire, "tail"...)
+		if _, err := c.nc.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		f, err := recvT(t, pull)
+		if err != nil || len(f) != 3 || string(f[0]) != "head" || !bytes.Equal(f[1], big) || string(f[2]) != "tail" {
+			t.Fatalf("got %d frames, err %v", len(f), err)
+		}
+		for range 2 {
+			flag, got, err := readRawFrame(c)
+			if err != nil || flag != flagCommand || string(got) != "\x04PONGhb" {
+				t.Fatalf("want PONG, got %q flag %#x err %v", got, flag, err)
+			}
+		}
+	})
+}
+
+// The same against libzmq itself: a pyzmq PUSH with 5 ms heartbeats sends 1.4 MiB
+// multipart messages (aux frames of 300 B, 100 KiB and 1 MiB); every message arrives
+// intact and in order and the PUSH never sees its connection drop.
+func TestPythonPushHeartbeatsMidMessage(t *testing.T) {
+	py := pytest.Find(t, "zmq")
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		pull := mustListen(t, Pull, ep(), Options{})
+		const count = 150
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, "testdata/py_push.py", pull.Addr(), fmt.Sprint(count))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sizes := []int{300, 100 << 10, 1 << 20}
+		for i := 0; ; i++ {
+			f, err := recvT(t, pull)
+			if err != nil {
+				stdin.Close()
+				cmd.Wait()
+				t.Fatalf("after %d messages: %v (python printed %q)", i, err, out.String())
+			}
+			if len(f) == 1 && string(f[0]) == "END" {
+				if i != count {
+					t.Fatalf("%d messages arrived, want %d", i, count)
+				}
+				stdin.Close()
+				break
+			}
+			if len(f) != 4 || string(f[0][:4]) != "head" || binary.BigEndian.Uint32(f[0][4:]) != uint32(i) {
+				t.Fatalf("message %d: %d frames, head %q", i, len(f), f[0])
+			}
+			for j, n := range sizes {
+				if len(f[j+1]) != n || bytes.Count(f[j+1], []byte{byte(i + j)}) != n {
+					t.Fatalf("message %d: aux frame %d (%d bytes) corrupted", i, j, len(f[j+1]))
+				}
+			}
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(out.String()); got != "0" {
+			t.Fatalf("the PUSH saw %s disconnects, want 0", got)
+		}
+	})
+}
+
+// A header claiming a 200 MiB frame costs memory only as the bytes arrive: a peer
+// that sends 1,000 of them and stops makes the reader allocate well under 1 MiB
+// (it used to allocate all 200 MiB up front), one that sends 100 KiB makes it
+// allocate at most growFactor times that.
+func TestFrameBodyGrowsAsBytesArrive(t *testing.T) {
+	var in []byte
+	in = append(in, flagLong)
+	in = binary.BigEndian.AppendUint64(in, 200<<20)
+	in = append(in, make([]byte, 1000)...)
+	o := Options{}.withDefaults()
+	c := &conn{br: bufio.NewReaderSize(bytes.NewReader(in), readBufSize), maxFrame: uint64(o.MaxFrameSize), maxMsg: uint64(o.MaxMessageSize)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := c.readMsg()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("want unexpected EOF, got %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("allocated %d bytes for 1,000 received", n)
+	}
+	in = append(in[:9], make([]byte, 100<<10)...)
+	c.br = bufio.NewReaderSize(bytes.NewReader(in), readBufSize)
+	runtime.ReadMemStats(&before)
+	_, err = c.readMsg()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("want unexpected EOF, got %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > growFactor*100<<10+readBufSize {
+		t.Fatalf("allocated %d bytes for 100 KiB received", n)
+	}
+	// A frame that does arrive is whole, across several growth steps.
+	big := make([]byte, growFactor*growFactor*readBufSize+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	in = appendHeader(nil, big, false, 0)
+	in = append(in, big...)
+	c.br = bufio.NewReaderSize(bytes.NewReader(in), readBufSize)
+	if f, err := c.readMsg(); err != nil || len(f) != 1 || !bytes.Equal(f[0], big) {
+		t.Fatalf("big frame: %v", err)
+	}
+}
+
+// Options.MaxMessageSize bounds a message's frames together: each frame is under
+// MaxFrameSize but the third one crosses the message limit, and the peer is dropped
+// with a *MessageTooLargeError (matching ErrFrameTooLarge as well).
+func TestMaxMessageSize(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		p := mustListen(t, Pull, ep(), Options{MaxFrameSize: 1024, MaxMessageSize: 2048})
+		push := mustDial(t, Push, p.Addr(), Options{})
+		frame := make([]byte, 1000)
+		if err := push.Send(frame, frame); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := recvT(t, p); err != nil || len(f) != 2 {
+			t.Fatalf("message within the limit: %v", err)
+		}
+		if err := push.Send(frame, frame, frame); err != nil {
+			t.Fatal(err)
+		}
+		_, err := recvT(t, p)
+		var tooLarge *MessageTooLargeError
+		if !errors.Is(err, ErrPeerLeft) || !errors.As(err, &tooLarge) || !errors.Is(err, ErrMessageTooLarge) || !errors.Is(err, ErrFrameTooLarge) {
+			t.Fatalf("want peer left by message too large, got %v", err)
+		}
+		if tooLarge.Size != 3000 || tooLarge.Max != 2048 {
+			t.Fatalf("error %+v", tooLarge)
+		}
+	})
+}
+
+// A ROUTER with PeerEvents reports a departed peer before it lets the same identity
+// in again. Here the departure cannot be reported yet (the receive queue is full),
+// so a reconnect with that identity is refused; once the departure is received the
+// identity reconnects and its first message follows the ErrPeerLeft. Before, the
+// identity was free as soon as the connection closed, and a rejoining engine's
+// registration could be queued ahead of the old connection's departure.
+func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		r := mustListen(t, Router, ep(), Options{PeerEvents: true, RecvQueue: 1})
+		old, err := Dial(ctxT(t), Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Send([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recvT(t, r); err != nil { // the router knows the peer
+			t.Fatal(err)
+		}
+		// "old" fills the queue, so the departure that follows cannot be queued.
+		if err := old.Send([]byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+		// Wait until the router has seen the connection close. (Probing with a Send
+		// would not do: a write to the closed peer fails and closes the connection
+		// before "old" is read, and then nothing holds the queue.)
+		deadline := time.Now().Add(10 * time.Second)
+		for routed(r, []byte{7, 0}) {
+			if time.Now().After(deadline) {
+				t.Fatal("departed peer still routed")
+			}
+			runtime.Gosched() // polls the router's state; no event tells when it changes
+		}
+		early := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}, PeerEvents: true})
+		if _, err := recvT(t, early); !errors.Is(err, ErrPeerLeft) {
+			t.Fatalf("a reconnect before the departure was reported: want refused, got %v", err)
+		}
+		if f, err := recvT(t, r); err != nil || string(f[1]) != "old" {
+			t.Fatalf("first: %q %v", f, err)
+		}
+		if _, err := recvT(t, r); !errors.Is(err, ErrPeerLeft) {
+			t.Fatalf("second: want the old connection's departure, got %v", err)
+		}
+		// The identity is free once its departure is received. A refusal can still
+		// race with it (libzmq would just reconnect), so retry as libzmq does.
+		for attempt := 0; ; attempt++ {
+			again := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
+			if err := again.Send([]byte("rejoin")); err != nil {
+				t.Fatal(err)
+			}
+			f, err := recvT(t, r)
+			if err == nil {
+				if string(f[1]) != "rejoin" {
+					t.Fatalf("got %q", f)
+				}
+				return
+			}
+			if !errors.Is(err, ErrPeerLeft) || attempt > 10 {
+				t.Fatalf("rejoin: %v", err)
+			}
+		}
+	})
+}
+
+// routed reports whether a ROUTER routes to id.
+func routed(r Socket, id []byte) bool {
+	s := r.(*socket)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.byID[string(id)]
+	return p != nil && !p.gone
+}
+
+// captureHandler counts log records by level.
+type captureHandler struct {
+	mu     sync.Mutex
+	levels map[slog.Level]int
+	msgs   []string
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.levels[r.Level]++
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *captureHandler) count(l slog.Level) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.levels[l]
+}
+
+// libzmq retries a refused connection every 100 ms; the refusal is logged at Warn
+// once per identity and interval, the rest at Debug.
+func TestDuplicateIdentityWarningRateLimited(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		logs := &captureHandler{levels: map[slog.Level]int{}}
+		r := mustListen(t, Router, ep(), Options{Logger: slog.New(logs)})
+		first := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{2, 0}})
+		if err := first.Send([]byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recvT(t, r); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			dup := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{2, 0}, PeerEvents: true})
+			if _, err := recvT(t, dup); !errors.Is(err, ErrPeerLeft) {
+				t.Fatalf("duplicate: want refused, got %v", err)
+			}
+			dup.Close()
+		}
+		if w, d := logs.count(slog.LevelWarn), logs.count(slog.LevelDebug); w != 1 || d != 4 {
+			t.Fatalf("%d warnings and %d debug records for 5 refusals, want 1 and 4: %q", w, d, logs.msgs)
+		}
+	})
+}
+
+// XSUB keeps its subscriptions as a counted set, as libzmq does: a repeated
+// subscription is counted, an unsubscribe that leaves a count is not forwarded, and
+// a new peer is sent each live topic once. Before, every (un)subscription was kept
+// and replayed, so the list grew forever.
+func TestXSubSubscriptionSet(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		xs := mustListen(t, XSub, ep(), Options{})
+		for _, m := range []string{"\x01a", "\x01b", "\x01a", "\x00a", "\x00b", "\x01c", "\x00zzz"} {
+			if err := xs.Send([]byte(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 1000 {
+			xs.Send([]byte("\x01x"))
+			xs.Send([]byte("\x00x"))
+		}
+		s := xs.(*socket)
+		s.mu.Lock()
+		var live []string
+		for _, sub := range s.subs {
+			live = append(live, fmt.Sprintf("%q*%d", sub.msg, sub.n))
+		}
+		s.mu.Unlock()
+		if got := strings.Join(live, " "); got != `"\x01a"*1 "\x01c"*1` {
+			t.Fatalf("subscriptions %s", got)
+		}
+		xp := mustDial(t, XPub, xs.Addr(), Options{})
+		for _, want := range []string{"\x01a", "\x01c"} {
+			if f, err := recvT(t, xp); err != nil || string(f[0]) != want {
+				t.Fatalf("replayed %q %v, want %q", f, err, want)
+			}
+		}
+	})
+}
+
+// A PUB/XPUB subscriber that stops reading delays nobody: it has its own queue and
+// writer, and messages for it are dropped once its queue is full, while a healthy
+// subscriber receives every message at once. Before, Send wrote to each subscriber
+// in turn on the caller's goroutine, and blocked on the stalled one until its write
+// deadline.
+func TestXPubStalledSubscriberDoesNotBlockOthers(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		xp := mustListen(t, XPub, ep(), Options{SendHWM: 4, SendTimeout: time.Minute})
+		stalled := mustDial(t, XSub, xp.Addr(), Options{RecvQueue: 1})
+		healthy := mustDial(t, XSub, xp.Addr(), Options{})
+		for _, s := range []Socket{stalled, healthy} {
+			if err := s.Send([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := recvT(t, xp); err != nil { // the subscription is in
+				t.Fatal(err)
+			}
+		}
+		big := make([]byte, 512<<10)
+		for i := range 100 { // 50 MiB: far more than the stalled peer's buffers
+			binary.BigEndian.PutUint32(big, uint32(i))
+			start := time.Now()
+			if err := xp.Send(big); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("send %d took %v", i, d)
+			}
+			f, err := recvT(t, healthy)
+			if err != nil || binary.BigEndian.Uint32(f[0]) != uint32(i) {
+				t.Fatalf("healthy subscriber, message %d: %v", i, err)
+			}
+		}
+		s := xp.(*socket)
+		s.mu.Lock()
+		dropped := s.dropped
+		s.mu.Unlock()
+		if dropped == 0 {
+			t.Fatal("nothing dropped for the stalled subscriber")
+		}
+	})
+}
