@@ -1,17 +1,24 @@
 package server
 
 // The output side of the client protocol: per-(client, rank) batches filled by the
-// dispatcher's callbacks, sealed per engine message, and the one writer goroutine.
+// dispatcher's callbacks, sealed per engine message into the client's queue, and one
+// writer goroutine per client with something to send. A client that stops reading
+// blocks only its own writer: the others' outputs go out on their own goroutines
+// (one writer per peer connection, as the transport's per-peer write lock expects).
 
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
+
+// Note: "Caller holds s.mu" below means ClientServer.mu, which also guards every
+// client's fields.
 
 // deliver runs on the dispatcher's goroutines under the request's lock: it copies the
 // output into the client's open batch for rank and never blocks. A normal output waits
@@ -53,21 +60,23 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 	s.sealLocked(c, rank)
 	if !errors.Is(err, dispatcher.ErrAborted) { // a client's own abort needs no explanation
 		typ, msg, ranks := s.classify(err)
-		s.queueLocked(outMsg{to: c.id, err: &clientError{RequestID: userID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
+		s.queueLocked(c, outMsg{to: c.id, err: &clientError{RequestID: userID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
 	}
-	s.kickLocked()
 }
 
 // EndBatch seals every client batch that rank's last engine message filled. The
 // adapter calls it after dispatcher.HandleOutputs returns, on rank's output goroutine.
 //
 // It is also where back-pressure happens (nats' stalled producer): when a client this
-// message fed has highWater outputs waiting for the writer, EndBatch waits
-// until the writer takes them. The engine's output socket then fills and the engine
-// slows down, instead of the client being dropped as a slow consumer because the
-// writer (not the client) fell behind. The wait ends early when the writer makes no
-// progress for maxStall (it is blocked on a client that does not read: the send
-// timeout or the MaxQueued limit decides about that client).
+// message fed has highWater outputs waiting for its writer, EndBatch waits until the
+// writer takes them. The engine's output socket then fills and the engine slows
+// down, instead of the client being dropped as a slow consumer because the writer
+// (not the client) fell behind. The wait ends early when the client's writer makes
+// no progress for maxStall: it is blocked on a client that does not read (the send
+// timeout or the MaxQueued limit decides about that client), and until one of its
+// writes completes, the client is not waited for again, so a client that stopped
+// reading delays the engines (and so the other clients) by maxStall once, not per
+// engine message.
 func (s *ClientServer) EndBatch(rank int) {
 	if full := s.sealBatch(rank); full != nil {
 		s.stall(full)
@@ -93,16 +102,15 @@ func (s *ClientServer) sealBatch(rank int) (full *client) {
 		if b := c.open[rank]; b != nil {
 			delete(c.open, rank)
 			if len(b.Outputs) > 0 && !c.gone {
-				s.queueLocked(outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
+				s.queueLocked(c, outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
 			}
 		}
-		if c.queued >= high && !c.gone {
+		if c.queued >= high && !c.gone && !c.blocked {
 			full = c
 		}
 		d[i] = nil
 	}
 	s.dirty[rank] = d[:0]
-	s.kickLocked()
 	return full
 }
 
@@ -116,15 +124,16 @@ func (s *ClientServer) highWater() int { return max(min(s.cfg.MaxQueued/2, stall
 // stallBacklog caps the high-water mark.
 const stallBacklog = 4096
 
-// stall waits until the writer has taken c's backlog below the high-water mark, c is
-// gone, the server closes, or the writer made no progress for maxStall.
+// stall waits until c's writer has taken its backlog below the high-water mark, c
+// is gone, the server closes, or the writer made no progress for maxStall (then c
+// is marked blocked until its writer completes a write).
 func (s *ClientServer) stall(c *client) {
 	var t *time.Timer
 	high := s.highWater()
 	s.mu.Lock()
-	for c.queued >= high && !c.gone && !s.closed {
-		s.drainWait = true
-		ch := s.drained
+	for c.queued >= high && !c.gone && !c.blocked && !s.closed {
+		c.drainWait = true
+		ch := c.drained
 		s.mu.Unlock()
 		if t == nil {
 			t = time.NewTimer(maxStall)
@@ -135,6 +144,9 @@ func (s *ClientServer) stall(c *client) {
 		select {
 		case <-ch:
 		case <-t.C:
+			s.mu.Lock()
+			c.blocked = true
+			s.mu.Unlock()
 			return
 		case <-s.stop:
 			return
@@ -160,17 +172,22 @@ func (s *ClientServer) sealLocked(c *client, rank int) {
 		}
 	}
 	if len(b.Outputs) > 0 && !c.gone {
-		s.queueLocked(outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
+		s.queueLocked(c, outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
 	}
 }
 
-func (s *ClientServer) queueLocked(m outMsg) { s.ready = append(s.ready, m) }
-
-func (s *ClientServer) kickLocked() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// queueLocked appends m to c's queue and starts c's writer unless it is running.
+// Messages queued for a client that is gone (its final ABORT outputs and error) are
+// still written. After Close no writer starts: what is queued then is dropped.
+// Caller holds s.mu.
+func (s *ClientServer) queueLocked(c *client, m outMsg) {
+	c.ready = append(c.ready, m)
+	if c.writing || s.closed {
+		return
 	}
+	c.writing = true
+	s.writers.Add(1)
+	go s.writeClient(c)
 }
 
 // slowClientLocked drops a client that stopped reading: its queue is discarded and
@@ -194,11 +211,10 @@ func (s *ClientServer) slowClientLocked(c *client) {
 	queued := c.queued
 	ids := s.forgetLocked(c)
 	for _, b := range ends {
-		s.queueLocked(outMsg{to: c.id, outs: b})
+		s.queueLocked(c, outMsg{to: c.id, outs: b})
 	}
-	s.queueLocked(outMsg{to: c.id, err: &clientError{Type: ErrTypeSlowClient,
+	s.queueLocked(c, outMsg{to: c.id, err: &clientError{Type: ErrTypeSlowClient,
 		Message: fmt.Sprintf("client did not read its outputs (%d waiting, limit %d): its %d live requests were aborted", queued, s.cfg.MaxQueued, len(ids))}})
-	s.kickLocked()
 	go s.d.Abort(ids...) // not under the request lock that deliver runs in
 }
 
@@ -214,14 +230,13 @@ func (s *ClientServer) forgetLocked(c *client) []string {
 	for rank := range c.open {
 		s.sealLocked(c, rank)
 	}
-	kept := s.ready[:0]
-	for _, m := range s.ready {
-		if string(m.to) != string(c.id) {
-			kept = append(kept, m)
-		}
+	clear(c.ready)
+	c.ready = c.ready[:0]
+	c.queued = 0
+	if c.drainWait { // a stalled EndBatch need not wait for a client that is gone
+		close(c.drained)
+		c.drained, c.drainWait = make(chan struct{}), false
 	}
-	clear(s.ready[len(kept):])
-	s.ready = kept
 	return ids
 }
 
@@ -267,62 +282,78 @@ func (s *ClientServer) sendError(c *client, reqID, typ, msg string, ranks []int)
 	if c.gone {
 		return
 	}
-	s.queueLocked(outMsg{to: c.id, err: &clientError{RequestID: reqID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
-	s.kickLocked()
+	s.queueLocked(c, outMsg{to: c.id, err: &clientError{RequestID: reqID, Type: typ, Message: msg, ConnectedRanks: ranks, HasRanks: ranks != nil}})
 }
 
-// writeLoop is the only caller of Send. It also runs the idle-client sweep, so the
-// liveness rule needs no goroutine of its own.
-func (s *ClientServer) writeLoop() {
+// sweepLoop runs the idle-client sweep (the liveness rule) until Close.
+func (s *ClientServer) sweepLoop() {
 	defer s.wg.Done()
-	var tick <-chan time.Time
-	if s.cfg.Timeout > 0 {
-		t := time.NewTicker(max(s.cfg.Timeout/4, 10*time.Millisecond))
-		defer t.Stop()
-		tick = t.C
+	if s.cfg.Timeout <= 0 {
+		<-s.stop
+		return
 	}
-	var batch []outMsg
-	buf := make([]byte, 0, 4096)
+	t := time.NewTicker(max(s.cfg.Timeout/4, 10*time.Millisecond))
+	defer t.Stop()
 	for {
 		select {
-		case <-s.wake:
-		case now := <-tick:
+		case now := <-t.C:
 			s.sweep(now)
-			continue
 		case <-s.stop:
-			s.mu.Lock()
-			batch, s.ready = s.ready, nil
-			s.mu.Unlock()
-			s.send(batch, buf)
-			s.sock.Close()
 			return
 		}
-		s.mu.Lock()
-		batch, s.ready = s.ready, batch[:0]
-		if s.drainWait { // wake EndBatch callers stalled on a full client
-			close(s.drained)
-			s.drained, s.drainWait = make(chan struct{}), false
-		}
-		for _, m := range batch {
-			if m.outs != nil {
-				if c := s.clients[string(m.to)]; c != nil {
-					c.queued -= len(m.outs.Outputs)
-				}
-			}
-		}
-		s.mu.Unlock()
-		buf = s.send(batch, buf)
-		clear(batch)
 	}
 }
 
+// writeClient is c's writer, the only goroutine that writes to c while it runs: it
+// takes c's whole queue, writes it with one SendBatch (one writev), and repeats
+// until the queue is empty, then exits (queueLocked starts the next one). A write
+// blocks only this goroutine, for at most the send timeout; a client that cannot be
+// written to is gone.
+func (s *ClientServer) writeClient(c *client) {
+	defer s.writers.Done()
+	w := writerPool.Get().(*clientWriter)
+	defer writerPool.Put(w)
+	s.mu.Lock()
+	for len(c.ready) > 0 {
+		batch := c.ready
+		c.ready = w.spare[:0]
+		for _, m := range batch {
+			if m.outs != nil {
+				c.queued -= len(m.outs.Outputs)
+			}
+		}
+		if c.drainWait { // wake EndBatch callers stalled on c
+			close(c.drained)
+			c.drained, c.drainWait = make(chan struct{}), false
+		}
+		s.mu.Unlock()
+		w.send(s, batch)
+		clear(batch)
+		w.spare = batch[:0]
+		s.mu.Lock()
+		c.blocked = false // a write completed: c reads again
+	}
+	c.writing = false
+	s.mu.Unlock()
+}
+
+// clientWriter is a writer's reusable state, pooled between writer goroutines.
+type clientWriter struct {
+	buf    []byte
+	spans  []msgSpan
+	frames [][]byte
+	msgs   [][][]byte
+	spare  []outMsg // the queue array the writer hands back to its client
+}
+
+var writerPool = sync.Pool{New: func() any { return &clientWriter{buf: make([]byte, 0, 4096)} }}
+
 // send encodes every message into one buffer, then writes them with one SendBatch:
-// the messages for one client go out with one writev instead of one write each.
-// Only the writer goroutine calls it, so its lists are reused. A client that cannot
-// be written to is gone.
-func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
-	spans := s.spans[:0]
-	buf = buf[:0]
+// the messages go out with one writev instead of one write each. A client that
+// cannot be written to is gone.
+func (w *clientWriter) send(s *ClientServer, batch []outMsg) {
+	spans := w.spans[:0]
+	buf := w.buf[:0]
 	for _, m := range batch {
 		start := len(buf)
 		var aux [][]byte
@@ -340,7 +371,7 @@ func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
 		spans = append(spans, msgSpan{to: m.to, start: start, end: len(buf), aux: aux})
 	}
 	// buf is complete: the frames may point into it now.
-	frames, msgs := s.frames[:0], s.msgs[:0]
+	frames, msgs := w.frames[:0], w.msgs[:0]
 	for _, sp := range spans {
 		frames = append(append(frames, sp.to, buf[sp.start:sp.end:sp.end]), sp.aux...)
 	}
@@ -350,8 +381,12 @@ func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
 		msgs = append(msgs, frames[k:k+n:k+n])
 		k += n
 	}
+	failed := false
 	transport.SendBatch(s.sock, msgs, func(i int, err error) {
-		s.clientGone(msgs[i][0], "send failed: "+err.Error())
+		if !failed { // one failure fails the rest of the batch: report it once
+			failed = true
+			s.clientGone(msgs[i][0], "send failed: "+err.Error())
+		}
 	})
 	for _, m := range batch {
 		if m.batch != nil {
@@ -361,11 +396,11 @@ func (s *ClientServer) send(batch []outMsg, buf []byte) []byte {
 	clear(spans)
 	clear(frames)
 	clear(msgs)
-	s.spans, s.frames, s.msgs = spans[:0], frames[:0], msgs[:0]
+	w.spans, w.frames, w.msgs = spans[:0], frames[:0], msgs[:0]
 	if cap(buf) > maxKeptBuffer {
 		buf = make([]byte, 0, 4096)
 	}
-	return buf
+	w.buf = buf
 }
 
 // maxKeptBuffer: the writer's encode buffer is dropped after a burst that grew it

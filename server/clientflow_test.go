@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -106,4 +108,57 @@ func TestClientProtocolSlowClientIsTold(t *testing.T) {
 	if aborted == 0 {
 		t.Errorf("no request was aborted: %v", ended)
 	}
+}
+
+// A client that never reads must not hold up the others: its writes block only its
+// own writer. Before, one writer served every client and blocked on the non-reader
+// for up to the 10 s send timeout, so everyone else's outputs waited that long.
+func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{Address: "ipc://" + filepath.Join(t.TempDir(), "c")})
+	h.f.hold.Store(true) // each ADD yields one output and stays live
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A connects, starts one request, and never reads again.
+	a, err := transport.Dial(ctx, transport.Dealer, h.cs.Addr(), transport.Options{Identity: []byte("reader-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(1 << 30)
+	sp.IgnoreEOS = true
+	sp.Normalize()
+	body, _, err := wire.AppendAdd(nil, &wire.EngineCoreRequest{RequestID: "a1", PromptTokenIDs: []int64{1}, Sampling: &sp, DataParallelRank: wire.SomeInt(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send([]byte{wire.RequestAdd}, body); err != nil {
+		t.Fatal(err)
+	}
+	aID := (<-h.f.adds).RequestID
+	// Far more output for A than its socket and receive queue hold (~20 MB): A's
+	// writer is soon blocked in a write.
+	toks := make([]int64, 1000)
+	for i := range toks {
+		toks[i] = 100000 + int64(i)
+	}
+	for range 4000 {
+		h.f.handle(0, &wire.EngineCoreOutputs{Outputs: []wire.EngineCoreOutput{{RequestID: aID, NewTokenIDs: toks, FinishReason: wire.FinishNone}}})
+	}
+	// B (the harness client) keeps getting its outputs at once, request after request.
+	for i := range 20 {
+		id := fmt.Sprintf("b%d", i)
+		h.add(t, id, 5, wire.SomeInt(1))
+		select {
+		case m := <-h.in:
+			var o wire.EngineCoreOutputs
+			if err := wire.DecodeOutputs(m, &o); err != nil || len(o.Outputs) != 1 || o.Outputs[0].RequestID != id {
+				t.Fatalf("B got %v %+v, want an output of %s", err, o.Outputs, id)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("B's request %s got no output within 3s while A does not read", id)
+		}
+	}
+	a.Close() // A's writer fails at once and A is gone; cleanup does not wait for its send timeout
+	h.f.expectAbort(t, aID)
 }

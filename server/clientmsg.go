@@ -68,8 +68,7 @@ func (s *ClientServer) replyUtility(c *client, callID uint64, rank int, failure 
 	if c.gone {
 		return
 	}
-	s.queueLocked(outMsg{to: c.id, outs: &wire.EngineCoreOutputs{EngineIndex: int64(rank), UtilityOutput: u}})
-	s.kickLocked()
+	s.queueLocked(c, outMsg{to: c.id, outs: &wire.EngineCoreOutputs{EngineIndex: int64(rank), UtilityOutput: u}})
 }
 
 // outBatch is one client's EngineCoreOutputs for one engine message, with the token

@@ -3,8 +3,9 @@ package server
 // The msgpack client protocol on --client-address: a ZeroMQ ROUTER that speaks the
 // engine-core vocabulary to clients (README.md, "Client protocol", is the contract).
 //
-// One reader goroutine receives and dispatches; one writer goroutine is the only
-// caller of Send. Outputs reach a client through dispatcher.SubmitFunc callbacks that
+// One reader goroutine receives and dispatches; each client with something to send
+// has one writer goroutine, the only one writing to it, so a client that stops
+// reading holds up no one else. Outputs reach a client through dispatcher.SubmitFunc callbacks that
 // append to a per-(client, rank) batch; the adapter calls EndBatch(rank) after each
 // engine message, which seals those batches, so a client gets one EngineCoreOutputs
 // per engine message that touched its requests (nats' "note each client, wake each
@@ -75,25 +76,16 @@ type ClientServer struct {
 	mu      sync.Mutex
 	clients map[string]*client // by ROUTER identity
 	dirty   map[int][]*client  // rank -> clients with an open batch of that rank
-	ready   []outMsg           // sealed messages, in order, for the writer
 	closed  bool
-	// drained is closed (and replaced) by the writer when it takes the ready queue
-	// while drainWait is set: EndBatch callers stalled on a full client wait on it.
-	drained   chan struct{}
-	drainWait bool
 
-	wake    chan struct{} // cap 1: the writer has work
 	stop    chan struct{}
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
 	// utilAllowed: the UTILITY methods forwarded to engines.
 	utilAllowed map[string]bool
-	// The writer's reused lists (send).
-	spans  []msgSpan
-	frames [][]byte
-	msgs   [][][]byte
-	wg     sync.WaitGroup
+	wg          sync.WaitGroup // reader and sweeper
+	writers     sync.WaitGroup // per-client writers (Add only under mu, before closed)
 }
 
 // client is one connected DEALER. Guarded by ClientServer.mu.
@@ -102,9 +94,21 @@ type client struct {
 	idHex    string
 	reqs     map[string]liveReq // by client request id
 	open     map[int]*outBatch
-	queued   int
+	queued   int // outputs waiting for the writer
 	lastSeen time.Time
 	gone     bool
+	// ready holds the sealed messages for the client, in order; writing is set
+	// while its writer goroutine runs.
+	ready   []outMsg
+	writing bool
+	// drained is closed (and replaced) by the writer when it takes the queue while
+	// drainWait is set: EndBatch callers stalled on this client wait on it.
+	drained   chan struct{}
+	drainWait bool
+	// blocked: a stall on this client timed out without its writer taking the
+	// queue (it is stuck writing to a client that does not read). Cleared when a
+	// write completes; until then EndBatch does not wait for the client.
+	blocked bool
 }
 
 // liveReq is one of a client's live requests.
@@ -159,8 +163,6 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		cfg: cfg, d: d, sock: sock, log: cfg.Logger,
 		clients:     make(map[string]*client),
 		dirty:       make(map[int][]*client),
-		drained:     make(chan struct{}),
-		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		utilSem:     make(chan struct{}, 64),
 		utilAllowed: make(map[string]bool),
@@ -171,7 +173,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.readLoop()
-	go s.writeLoop()
+	go s.sweepLoop()
 	return s, nil
 }
 
@@ -190,7 +192,9 @@ func (s *ClientServer) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
-	close(s.stop) // the writer flushes what is ready, then exits
+	close(s.stop)    // the sweeper exits; stalled EndBatch callers return
+	s.writers.Wait() // each writer sends what is queued (bounded by the send timeout)
+	s.sock.Close()   // the reader exits
 	s.wg.Wait()
 	for range cap(s.utilSem) { // wait for UTILITY calls in flight
 		s.utilSem <- struct{}{}
@@ -254,6 +258,7 @@ func (s *ClientServer) touch(id []byte) *client {
 		c = &client{
 			id: append([]byte(nil), id...), idHex: hex.EncodeToString(id),
 			reqs: make(map[string]liveReq), open: make(map[int]*outBatch),
+			drained: make(chan struct{}),
 		}
 		s.clients[string(id)] = c
 	}
