@@ -18,7 +18,9 @@ func TestServeHelp(t *testing.T) {
 		"--handshake-address", "--data-parallel-size", "--mock-engines", "--http-address", "--client-address",
 		"--bootstrap-address", "--lb-policy", "--shutdown-timeout", "--enable-wave-coordination",
 		"--step-ms", "--tokens-per-step", "--eos-token-id", "--coordinator-publish-address", "--log-format",
-		"SWITCHYARD_HTTP_ADDRESS", "SWITCHYARD_HANDSHAKE_ADDRESS", "SWITCHYARD_LOG_FORMAT",
+		"--input-address", "--output-address", "--data-parallel-start-rank", "--data-parallel-size-local",
+		"--external-coordinator-address", "--vocab-size", "--max-logprobs", "--allow-utility-method",
+		"SWITCHYARD_HTTP_ADDRESS", "SWITCHYARD_HANDSHAKE_ADDRESS", "SWITCHYARD_LOG_FORMAT", "SWITCHYARD_EOS_TOKEN_ID",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("serve --help does not mention %s", want)

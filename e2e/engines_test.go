@@ -160,3 +160,31 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 		t.Errorf("serve exit code %d after SIGTERM", code)
 	}
 }
+
+// Bootstrapped: a launcher did the handshake and handed the engines one input and one
+// output address; serve binds them and serves the ranks that register there.
+func TestBootstrappedEngines(t *testing.T) {
+	dir := t.TempDir()
+	in, out := "ipc://"+dir+"/in", "ipc://"+dir+"/out"
+	s := startServe(t, "--input-address", in, "--output-address", out, "--data-parallel-size", "2", "--eos-token-id", "2")
+	for rank := range 2 {
+		start(t, "mock-engine "+strconv.Itoa(rank), "mock-engine", "--input-address", in, "--output-address", out,
+			"--data-parallel-rank", strconv.Itoa(rank), "--data-parallel-size", "2", "--step-ms", "2")
+	}
+	eventually(t, 20*time.Second, "both engines ready", func() bool { return ready(t, s, 0) && ready(t, s, 1) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, rank := range []string{"0", "1"} {
+		resp, body, err := s.post(ctx, `{"prompt": [1, 2, 3], "max_tokens": 3}`, "X-data-parallel-rank", rank)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("rank %s: %v %v %s", rank, err, resp, body)
+		}
+		var c completion
+		if err := json.Unmarshal(body, &c); err != nil || len(c.Choices) != 1 || len(c.Choices[0].TokenIDs) != 3 {
+			t.Errorf("rank %s: %s", rank, body)
+		}
+	}
+	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+}

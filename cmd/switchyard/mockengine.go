@@ -26,6 +26,10 @@ func mockEngineCommand() *cli.Command {
 			&cli.StringFlag{Name: "handshake-address", Value: def.HandshakeAddress,
 				Usage:   "the frontend's handshake endpoint, tcp://HOST:PORT (vLLM: --data-parallel-address HOST --data-parallel-rpc-port PORT)",
 				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
+			&cli.StringSliceFlag{Name: "input-address",
+				Usage: "bootstrapped (no handshake): the input address a launcher gave this engine (repeatable); needs --output-address, ignores --handshake-address"},
+			&cli.StringSliceFlag{Name: "output-address",
+				Usage: "bootstrapped (no handshake): the output address a launcher gave this engine (repeatable)"},
 			&cli.IntFlag{Name: "data-parallel-rank", Value: 0,
 				Usage: "this engine's rank; its ZeroMQ identity is the rank as two little-endian bytes"},
 			&cli.IntFlag{Name: "data-parallel-size", Value: def.DataParallelSize,
@@ -57,6 +61,9 @@ func mockEngineCommand() *cli.Command {
 			log := newLogger(cmd, os.Stderr)
 			cfg := mockengine.DefaultConfig()
 			cfg.HandshakeAddress = cmd.String("handshake-address")
+			if ins, outs := cmd.StringSlice("input-address"), cmd.StringSlice("output-address"); len(ins) > 0 || len(outs) > 0 {
+				cfg.HandshakeAddress, cfg.Inputs, cfg.Outputs = "", ins, outs
+			}
 			cfg.Rank = cmd.Int("data-parallel-rank")
 			cfg.DataParallelSize = cmd.Int("data-parallel-size")
 			cfg.StepInterval = msDuration(cmd.Float("step-ms"))
