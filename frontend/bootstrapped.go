@@ -18,7 +18,7 @@ import (
 // each engine is known by its identity.
 func (f *Frontend) startBootstrapped(ctx context.Context) error {
 	b := f.cfg.Bootstrapped
-	opt := transport.Options{MaxFrameSize: f.cfg.MaxFrameSize, SendTimeout: f.sendTimeout(), PeerEvents: true, Logger: f.log}
+	opt := f.engineSocketOptions()
 	in, err := f.net.Listen(ctx, transport.Router, b.InputAddress, opt)
 	if err != nil {
 		return fmt.Errorf("frontend: input socket: %w", err)
@@ -81,7 +81,16 @@ func (f *Frontend) sharedOutputLoop() {
 				return
 			}
 			// A PUSH peer left; engines do not set an identity on it, so this cannot
-			// be attributed. The input ROUTER's disconnect event names the rank.
+			// be attributed. A clean close is an engine exiting, and the input
+			// ROUTER's disconnect event names the rank. Anything else (an oversized
+			// frame or message, a protocol error, a reset) lost the outputs that
+			// were on that connection, of some engine that may well be alive: its
+			// requests would hang, so every engine on the socket fails.
+			if cause := errors.Unwrap(err); outputDropped(cause) {
+				f.metrics.outputDrops.Inc()
+				f.failShared(fmt.Errorf("%w: output connection dropped: %w", ErrOutputLost, cause))
+				continue
+			}
 			f.log.Debug("frontend: output peer left", "err", err)
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -22,7 +23,9 @@ type Config struct {
 	EngineTransport string
 	// IPCDir holds the ipc socket files; empty = a fresh temp dir, removed on Close.
 	IPCDir string
-	// BindHost is the host the per-engine tcp sockets bind and advertise.
+	// BindHost is the host the per-engine tcp sockets bind and advertise in INIT,
+	// so it must be an address engines can connect to: a wildcard (0.0.0.0, ::, *)
+	// is refused.
 	BindHost string
 	// DataParallelSize is the number of ranks expected (0..N-1); a HELLO from a rank
 	// outside is refused.
@@ -45,6 +48,9 @@ type Config struct {
 	PhaseTimeout time.Duration
 	// MaxFrameSize refuses larger frames from engines (the engine is then dead).
 	MaxFrameSize int
+	// MaxMessageSize refuses larger messages (all frames together) from engines;
+	// 0 = transport's default, 1 GiB.
+	MaxMessageSize int
 	// Logger receives lifecycle events; nil = discard.
 	Logger *slog.Logger
 	// Registerer receives the frontend's metrics; nil = not registered.
@@ -95,6 +101,9 @@ func (c Config) Validate() error {
 	if c.MaxFrameSize < 0 {
 		bad("MaxFrameSize", "must not be negative")
 	}
+	if c.MaxMessageSize < 0 {
+		bad("MaxMessageSize", "must not be negative")
+	}
 	if b := c.Bootstrapped; b != nil {
 		if b.InputAddress == "" || b.OutputAddress == "" {
 			bad("Bootstrapped", "InputAddress and OutputAddress are required")
@@ -114,9 +123,21 @@ func (c Config) Validate() error {
 	case "tcp":
 		if c.BindHost == "" {
 			bad("BindHost", "required for tcp engine sockets")
+		} else if isWildcard(c.BindHost) {
+			bad("BindHost", fmt.Sprintf("%q is a wildcard, not an address: INIT hands it to engines as the address of their input and output sockets, and they cannot connect to it; use this host's address reachable from the engines (--engine-bind-host)", c.BindHost))
 		}
 	default:
 		bad("EngineTransport", fmt.Sprintf("%q: want ipc or tcp", c.EngineTransport))
 	}
 	return errors.Join(errs...)
+}
+
+// isWildcard reports whether host binds every interface (0.0.0.0, ::, ZeroMQ's *).
+func isWildcard(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "*" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }

@@ -13,8 +13,9 @@ import (
 type eventKind int
 
 const (
-	evHandshake    eventKind = iota // HELLO or READY on the handshake socket
-	evRegistration                  // first frame on an input socket
+	evHandshake     eventKind = iota // HELLO or READY on the handshake socket
+	evRegistration                   // first frame on an input socket
+	evHandshakeLeft                  // a handshake connection closed
 )
 
 type event struct {
@@ -22,7 +23,7 @@ type event struct {
 	id     wire.Identity
 	status wire.HandshakeStatus
 	reg    wire.ReadyResponse
-	err    error   // registration decode error
+	err    error   // registration decode error; evHandshakeLeft: the transport's cause
 	e      *engine // registration: the generation whose socket it came in on (nil = shared)
 }
 
@@ -43,6 +44,8 @@ func (f *Frontend) run() {
 				f.onHandshake(ev)
 			case evRegistration:
 				f.onRegistration(ev)
+			case evHandshakeLeft:
+				f.onHandshakeLeft(ev)
 			}
 		case now := <-tick.C:
 			f.check(now)
@@ -96,6 +99,13 @@ func (f *Frontend) handshakeLoop() {
 	for {
 		frames, err := f.hsSock.Recv()
 		if err != nil {
+			var left *transport.PeerLeftError
+			if errors.As(err, &left) {
+				if id, ok := wire.ParseIdentity(left.Identity); ok {
+					f.post(event{kind: evHandshakeLeft, id: id, err: left.Cause})
+				}
+				continue
+			}
 			if errors.Is(err, transport.ErrClosed) {
 				return
 			}
@@ -170,6 +180,24 @@ func (f *Frontend) onHandshake(ev event) {
 		return
 	}
 	f.maybeUp(e)
+}
+
+// onHandshakeLeft: an engine's handshake connection closed. vLLM closes it itself
+// right after READY, so that is ignored; between HELLO and READY it means the engine
+// died while starting (an OOM during model load...). It is marked down at once: its
+// restart's HELLO would otherwise be refused as "already live" until PhaseTimeout
+// (10 minutes by default). The transport reports the departure before it accepts a
+// new connection with the same identity, so the restart's HELLO comes after this.
+func (f *Frontend) onHandshakeLeft(ev event) {
+	rank := ev.id.Rank()
+	if rank >= f.cfg.DataParallelSize {
+		return
+	}
+	e := f.table.Load().get(rank)
+	if e.state() != Connecting || !e.hs.hello || e.hs.ready {
+		return
+	}
+	f.markDown(e, Dead, fmt.Errorf("%w: handshake connection closed before READY (the engine died while starting): %w", ErrEngineLeft, ev.err))
 }
 
 // refuse counts a refused HELLO. The engine gets no INIT: it gives up after its own

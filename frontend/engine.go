@@ -3,6 +3,7 @@ package frontend
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,7 +217,14 @@ func (e *engine) outputLoop() {
 		frames, err := e.out.Recv()
 		if err != nil {
 			if errors.Is(err, transport.ErrPeerLeft) {
-				e.f.markDown(e, Dead, fmt.Errorf("%w: output connection closed: %w", ErrEngineLeft, errors.Unwrap(err)))
+				cause := errors.Unwrap(err)
+				if outputDropped(cause) {
+					e.f.metrics.outputDrops.Inc()
+					e.f.log.Error("frontend: engine output connection dropped by an error; outputs on it are lost", "rank", e.rank, "generation", e.gen, "cause", cause)
+					e.f.markDown(e, Dead, fmt.Errorf("%w: output connection dropped: %w", ErrOutputLost, cause))
+				} else {
+					e.f.markDown(e, Dead, fmt.Errorf("%w: output connection closed: %w", ErrEngineLeft, cause))
+				}
 			}
 			if errors.Is(err, transport.ErrClosed) {
 				return
@@ -233,6 +241,12 @@ func (e *engine) outputLoop() {
 		}
 		e.deliver(&outs)
 	}
+}
+
+// outputDropped reports whether an output connection ended by an error (anything but
+// a clean close, io.EOF): outputs in flight on it are lost.
+func outputDropped(cause error) bool {
+	return cause != nil && !errors.Is(cause, io.EOF)
 }
 
 // deliver hands one decoded message to the handler unless the engine is down.

@@ -20,6 +20,10 @@ var (
 	// ErrEngineLeft: the engine's connection closed without the sentinel (a killed
 	// process, or a clean SIGTERM exit, which vLLM does without a sentinel).
 	ErrEngineLeft = errors.New("frontend: engine disconnected")
+	// ErrOutputLost: an engine's output connection was dropped by an error (an
+	// oversized frame or message, a protocol error, a reset) rather than closed;
+	// outputs on it were lost.
+	ErrOutputLost = errors.New("frontend: engine output connection lost")
 )
 
 // EngineDeadError says an engine can no longer serve. Cause is what killed it: the

@@ -162,8 +162,10 @@ func (f *Frontend) startOwner(ctx context.Context) error {
 		t = t.with(rank, e)
 	}
 	f.table.Store(t)
+	// PeerEvents: an engine whose handshake connection closes between HELLO and
+	// READY died while starting (the model load OOMed...); see onHandshakeLeft.
 	hs, err := f.net.Listen(ctx, transport.Router, f.cfg.HandshakeAddress, transport.Options{
-		MaxFrameSize: 1 << 20, SendTimeout: f.sendTimeout(), Logger: f.log,
+		MaxFrameSize: 1 << 20, SendTimeout: f.sendTimeout(), PeerEvents: true, Logger: f.log,
 	})
 	if err != nil {
 		return fmt.Errorf("frontend: handshake socket: %w", err)
@@ -190,7 +192,7 @@ func (f *Frontend) bindEngine(ctx context.Context, rank, gen int) (in, out trans
 		inEP = "ipc://" + filepath.Join(f.ipcDir, fmt.Sprintf("r%d-g%d-in", rank, gen))
 		outEP = "ipc://" + filepath.Join(f.ipcDir, fmt.Sprintf("r%d-g%d-out", rank, gen))
 	}
-	opt := transport.Options{MaxFrameSize: f.cfg.MaxFrameSize, SendTimeout: f.sendTimeout(), PeerEvents: true, Logger: f.log}
+	opt := f.engineSocketOptions()
 	if in, err = f.net.Listen(ctx, transport.Router, inEP, opt); err != nil {
 		return nil, nil, fmt.Errorf("frontend: rank %d input socket: %w", rank, err)
 	}
@@ -200,6 +202,15 @@ func (f *Frontend) bindEngine(ctx context.Context, rank, gen int) (in, out trans
 		return nil, nil, fmt.Errorf("frontend: rank %d output socket: %w", rank, err)
 	}
 	return in, out, nil
+}
+
+// engineSocketOptions are the options of the sockets engines connect to (input
+// ROUTER with departures reported, output PULL).
+func (f *Frontend) engineSocketOptions() transport.Options {
+	return transport.Options{
+		MaxFrameSize: f.cfg.MaxFrameSize, MaxMessageSize: f.cfg.MaxMessageSize,
+		SendTimeout: f.sendTimeout(), PeerEvents: true, Logger: f.log,
+	}
 }
 
 // HandshakeAddress is the resolved handshake endpoint (empty when bootstrapped).

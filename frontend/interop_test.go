@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,12 +41,15 @@ func pyEngine(t *testing.T, hs string, rank, dieAfter int) <-chan error {
 	return done
 }
 
-// libzmq engines (pyzmq, with ZMTP heartbeats on) complete requests through
-// switchyard over tcp and ipc; one dies with the sentinel and only it goes down.
+// libzmq engines (pyzmq, with ZMTP heartbeats on: every 10 ms on the output PUSH,
+// whose step messages are multipart with 300 B and 70 KiB aux frames, so PINGs land
+// between frames) complete requests through switchyard over tcp and ipc; one dies
+// with the sentinel and only it goes down.
 func TestInteropPythonEngines(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, tr string) {
 		rec := newRecorder()
-		f := startFrontend(t, testConfig(t, tr, 2), rec)
+		aux := &auxChecker{recorder: rec}
+		f := startFrontend(t, testConfig(t, tr, 2), aux)
 		pyEngine(t, f.HandshakeAddress(), 0, 0)
 		dying := pyEngine(t, f.HandshakeAddress(), 1, 40)
 		waitReady(t, f, 2)
@@ -73,12 +78,17 @@ func TestInteropPythonEngines(t *testing.T) {
 			t.Errorf("rank 0 down: %v", rec.downs[0])
 		}
 		rec.mu.Unlock()
+		aux.mu.Lock()
+		if aux.bad != "" || aux.small == 0 || aux.large == 0 {
+			t.Errorf("aux tensors: %d of 300 B, %d of 70 KiB, bad: %s", aux.small, aux.large, aux.bad)
+		}
+		aux.mu.Unlock()
 		var exit *exec.ExitError
 		if err := <-dying; !errors.As(err, &exit) || exit.ExitCode() != 1 {
 			t.Errorf("dying engine exit: %v", err)
 		}
 
-		// Heartbeats were answered: the input connection never dropped.
+		// Heartbeats were answered: no input or output connection ever dropped.
 		got := make(chan *wire.UtilityOutput, 1)
 		f.h = utilityCatcher{rec, got}
 		body, _ := wire.AppendUtility(wire.GetBuffer(), 0, 42, "disconnects", nil)
@@ -94,6 +104,36 @@ func TestInteropPythonEngines(t *testing.T) {
 			t.Fatal("no utility reply")
 		}
 	})
+}
+
+// auxChecker checks the routed_experts tensors py_engine.py attaches to every output
+// (aux frames of 300 B or 70 KiB, each filled with one byte value).
+type auxChecker struct {
+	*recorder
+	mu           sync.Mutex
+	small, large int
+	bad          string
+}
+
+func (a *auxChecker) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
+	a.mu.Lock()
+	for _, o := range outs.Outputs {
+		x := o.RoutedExperts
+		switch {
+		case x == nil || x.DType != "<i4" || len(x.Shape) != 1 || int64(len(x.Data)) != 4*x.Shape[0] || len(x.Data) == 0:
+			a.bad = fmt.Sprintf("%s: routed_experts %+v", o.RequestID, x)
+		case bytes.Count(x.Data, x.Data[:1]) != len(x.Data):
+			a.bad = fmt.Sprintf("%s: routed_experts data corrupted", o.RequestID)
+		case len(x.Data) == 300:
+			a.small++
+		case len(x.Data) == 4*17920:
+			a.large++
+		default:
+			a.bad = fmt.Sprintf("%s: routed_experts of %d bytes", o.RequestID, len(x.Data))
+		}
+	}
+	a.mu.Unlock()
+	a.recorder.HandleOutputs(rank, outs)
 }
 
 type utilityCatcher struct {

@@ -17,8 +17,10 @@ type metrics struct {
 	queueFull prometheus.Counter
 	outputs   prometheus.Counter
 	refused   prometheus.Counter
-	byState   [4]prometheus.Gauge
-	byReason  map[string]prometheus.Counter
+	// outputDrops: output connections that ended by an error, not a clean close.
+	outputDrops prometheus.Counter
+	byState     [4]prometheus.Gauge
+	byReason    map[string]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
@@ -39,16 +41,20 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_frontend_handshakes_refused_total", Help: "HELLOs refused (rank live already, or outside the data parallel size).",
 		}),
+		outputDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_output_connection_errors_total",
+			Help: "Engine output connections dropped by an error (oversized frame or message, protocol error, reset) rather than closed; the outputs on them are lost.",
+		}),
 		byReason: map[string]prometheus.Counter{},
 	}
 	for s := Connecting; s <= Stuck; s++ {
 		m.byState[s] = m.engines.WithLabelValues(s.String())
 	}
-	for _, r := range []string{"sentinel", "disconnect", "decode", "stuck", "handshake", "closed", "other"} {
+	for _, r := range []string{"sentinel", "disconnect", "output_lost", "decode", "stuck", "handshake", "closed", "other"} {
 		m.byReason[r] = m.failures.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused} {
+		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused, m.outputDrops} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -80,6 +86,8 @@ func (m *metrics) failure(cause error) {
 		r = "sentinel"
 	case errors.As(cause, &st):
 		r = "stuck"
+	case errors.Is(cause, ErrOutputLost):
+		r = "output_lost"
 	case errors.Is(cause, ErrEngineLeft):
 		r = "disconnect"
 	case errors.As(cause, &de):

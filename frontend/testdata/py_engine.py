@@ -3,9 +3,15 @@ following engine-protocol.md sections 2-4, used by interop_test.go.
 
 usage: py_engine.py HANDSHAKE_ADDRESS RANK DIE_AFTER_STEPS
 
-Tokens: request r's i-th token (0-based) is 1000 + i. It answers UTILITY
-"disconnects" with the number of DISCONNECTED events its input socket saw, which
-proves ZMTP heartbeats (enabled here) are answered by switchyard's transport.
+Tokens: request r's i-th token (0-based) is 1000 + i. Every output carries a
+routed_experts ndarray big enough to travel as an aux frame (vLLM sends buffers of
+256 B or more out of band): 300 B for even output positions, 70 KiB for odd ones,
+filled with byte (step + position) & 0xff, so step messages are multipart.
+
+It answers UTILITY "disconnects" with the number of DISCONNECTED events its input
+and output sockets saw, which proves ZMTP heartbeats (enabled on both, every 10 ms
+on the outputs, so PINGs land between the frames of multipart outputs) are answered
+by switchyard's transport.
 After DIE_AFTER_STEPS steps (0 = never) it sends ENGINE_CORE_DEAD and exits 1.
 """
 import sys
@@ -20,8 +26,8 @@ ident = rank.to_bytes(2, "little")
 ctx = zmq.Context()
 
 
-def heartbeat(s):
-    s.setsockopt(zmq.HEARTBEAT_IVL, 100)
+def heartbeat(s, ivl=100):
+    s.setsockopt(zmq.HEARTBEAT_IVL, ivl)
     # A generous timeout: a missing PONG still drops the connection within the test,
     # but a 2-core machine under load may take a few hundred ms to schedule the reply.
     s.setsockopt(zmq.HEARTBEAT_TIMEOUT, 1500)
@@ -40,13 +46,15 @@ addrs = init["addresses"]
 assert init["parallel_config"] == {}, init
 
 outs = []
+monitors = []
 for a in addrs["outputs"]:
     s = ctx.socket(zmq.PUSH)
     s.setsockopt(zmq.LINGER, 4000)
+    heartbeat(s, 10)
+    monitors.append(s.get_monitor_socket(zmq.EVENT_DISCONNECTED))
     s.connect(a)
     outs.append(s)
 ins = []
-monitors = []
 reg = {"max_model_len": 2048, "num_gpu_blocks": 100, "dp_stats_address": None,
        "block_size": 16, "dtype": "bfloat16", "vllm_version": "py-interop",
        "data_parallel_rank": rank, "future_key_we_do_not_know": [1, 2]}
@@ -100,14 +108,20 @@ while True:
             time.sleep(0.5)
             sys.exit(1)
         outputs = []
-        for rid, st in list(running.items()):
+        aux = []
+        for pos, (rid, st) in enumerate(list(running.items())):
             tok = 1000 + st[1]
             st[1] += 1
+            # routed_experts (index 12) as a numpy-style ndarray whose data is an
+            # aux frame index (frame 0 is the body).
+            n = 75 if pos % 2 == 0 else 17920
+            aux.append(bytes([(steps + pos) & 0xff]) * (4 * n))
+            experts = ["<i4", [n], len(aux)]
+            finish = None
             if st[1] >= st[0]:
-                outputs.append([rid, [tok], None, None, None, 1])
+                finish = 1
                 del running[rid]
-            else:
-                outputs.append([rid, [tok]])
+            outputs.append([rid, [tok], None, None, None, finish, None, None, None, None, None, None, experts])
         stats = {"num_running_reqs": len(running), "num_waiting_reqs": 0, "step_counter": steps,
                  "current_wave": 0, "kv_cache_usage": 0.0, "prefix_cache_stats": None}
-        outs[0].send(msgpack.packb([rank, outputs, stats, time.monotonic()]))
+        outs[0].send_multipart([msgpack.packb([rank, outputs, stats, time.monotonic()])] + aux, copy=False)
