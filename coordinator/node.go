@@ -25,8 +25,13 @@ var readyFrame = []byte("READY")
 
 // sendQueue bounds the frames waiting for a socket's writer goroutine. The
 // loop blocks when it is full: dropping a START_DP_WAVE could hang the
-// lockstep, and a full queue means a peer stopped reading for a long time
-// (the transport's SendTimeout then disconnects it).
+// lockstep. It does not fill because of one slow engine: an XPUB Send only
+// queues the message for each subscriber (transport.Options.SendHWM, 1000 by
+// default) and each subscriber has its own writer, so an engine that stops
+// reading delays nobody else. Once its own queue is full, broadcasts are dropped
+// for it alone, as libzmq's XPUB does at SNDHWM (it is not stepping then
+// anyway), and a write to it pending longer than the transport's SendTimeout
+// disconnects it.
 const sendQueue = 256
 
 // Node is the in-process coordinator's socket edge: it binds the engine-facing
@@ -285,7 +290,8 @@ func (n *Node) run() {
 }
 
 // apply delivers the coordinator's messages. Socket sends go through each
-// socket's writer goroutine so a slow peer never stalls the loop.
+// socket's writer goroutine, and the XPUBs queue per subscriber, so a slow peer
+// never stalls the loop or the other peers.
 func (n *Node) apply(msgs []Message) {
 	for i := range msgs {
 		m := &msgs[i]

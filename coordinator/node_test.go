@@ -440,3 +440,58 @@ func BenchmarkOnAddRunning(b *testing.B) {
 		}
 	})
 }
+
+// One engine that stops reading its coordinator socket must not hold up the
+// coordinator's broadcasts to the others: the back XPUB gives every subscriber its
+// own queue (messages for the stalled one are dropped once it is full, as libzmq's
+// XPUB does at SNDHWM). Before, every broadcast was written to each subscriber in
+// turn on the node's writer goroutine, and once the stalled engine's socket buffers
+// filled, each write to it blocked for the 30 s send timeout: the healthy engine
+// stopped hearing START_DP_WAVE and READY.
+func TestNodeStalledEngineDoesNotHoldUpOthers(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
+		n, _ := startNode(t, ep, 2, true, nil)
+		healthy := startFakeEngine(t, 0, n.InputAddress(), n.OutputAddress())
+		healthy.waitReady(t)
+		// The stalled engine subscribes, then never reads again (its transport
+		// stops reading once one message is queued).
+		stalled, err := transport.Dial(testContext(t), transport.XSub, n.InputAddress(), transport.Options{RecvQueue: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stalled.Close() })
+		if err := stalled.Send([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		// Each start_wave for a newer wave is broadcast to both engines as
+		// START_DP_WAVE. 100,000 of them (~1.2 MB) overfill the stalled engine's
+		// buffers many times over; the healthy one must hear the last of every round
+		// of 2,000 within waitTimeout.
+		wave := int64(0)
+		msgs := make([][][]byte, 0, 2000)
+		for round := range 50 {
+			msgs = msgs[:0]
+			for range cap(msgs) {
+				wave++
+				body, _, err := wire.AppendOutputs(nil, &wire.EngineCoreOutputs{StartWave: wire.SomeInt(wave)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				msgs = append(msgs, [][]byte{body})
+			}
+			transport.SendBatch(healthy.push, msgs, func(_ int, err error) { t.Fatalf("start_wave: %v", err) })
+			for {
+				w := healthy.nextWave(t)
+				if w.Wave == wave {
+					break
+				}
+				if w.Wave > wave {
+					t.Fatalf("round %d: wave %d, want up to %d", round, w.Wave, wave)
+				}
+			}
+		}
+		if w, running := n.Wave(); w != wave || !running {
+			t.Fatalf("Wave() = (%d, %v), want (%d, true)", w, running, wave)
+		}
+	})
+}
