@@ -163,40 +163,16 @@ func (r *reader) lenPrefix(n int) (int, bool) {
 
 // arrayHeader reads an array header. The count is checked against the remaining
 // bytes (every element takes at least one), which bounds any allocation by it.
-func (r *reader) arrayHeader() (int, error) {
-	if r.off >= len(r.b) {
-		return 0, r.eof()
-	}
-	c := r.b[r.off]
-	start := r.off
-	var n int
-	var ok bool
-	switch {
-	case c >= 0x90 && c <= 0x9f:
-		r.off++
-		n, ok = int(c&0x0f), true
-	case c == 0xdc:
-		r.off++
-		n, ok = r.lenPrefix(2)
-	case c == 0xdd:
-		r.off++
-		n, ok = r.lenPrefix(4)
-	default:
-		return 0, r.expected("array")
-	}
-	if !ok {
-		r.off = start
-		return 0, r.eof()
-	}
-	if n > len(r.b)-r.off {
-		r.off = start
-		return 0, r.errorf("array of " + strconv.Itoa(n) + " elements exceeds the remaining data")
-	}
-	return n, nil
-}
+func (r *reader) arrayHeader() (int, error) { return r.header(0x90, 0xdc, "array", "elements", 1) }
 
 // mapHeader reads a map header, bounded like arrayHeader (two bytes per entry).
-func (r *reader) mapHeader() (int, error) {
+func (r *reader) mapHeader() (int, error) { return r.header(0x80, 0xde, "map", "entries", 2) }
+
+// header reads an array or map header: fix is the fix form's type byte for a
+// count of zero (the count is its low four bits), c16 the type byte of the form
+// with a 16-bit count and c16+1 that of the form with a 32-bit one. A count of
+// more items than the remaining bytes can hold at minSize bytes each is an error.
+func (r *reader) header(fix, c16 byte, what, items string, minSize int) (int, error) {
 	if r.off >= len(r.b) {
 		return 0, r.eof()
 	}
@@ -205,25 +181,25 @@ func (r *reader) mapHeader() (int, error) {
 	var n int
 	var ok bool
 	switch {
-	case c >= 0x80 && c <= 0x8f:
+	case c&0xf0 == fix:
 		r.off++
 		n, ok = int(c&0x0f), true
-	case c == 0xde:
+	case c == c16:
 		r.off++
 		n, ok = r.lenPrefix(2)
-	case c == 0xdf:
+	case c == c16+1:
 		r.off++
 		n, ok = r.lenPrefix(4)
 	default:
-		return 0, r.expected("map")
+		return 0, r.expected(what)
 	}
 	if !ok {
 		r.off = start
 		return 0, r.eof()
 	}
-	if n > (len(r.b)-r.off)/2 {
+	if n*minSize > len(r.b)-r.off { // n < 2^32: no overflow
 		r.off = start
-		return 0, r.errorf("map of " + strconv.Itoa(n) + " entries exceeds the remaining data")
+		return 0, r.errorf(what + " of " + strconv.Itoa(n) + " " + items + " exceeds the remaining data")
 	}
 	return n, nil
 }

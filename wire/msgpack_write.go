@@ -76,12 +76,8 @@ func appendStr(b []byte, s string) []byte {
 	switch {
 	case n <= 31:
 		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, 0xda, byte(n>>8), byte(n))
 	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+		b = appendLen(b, 0xd9, n)
 	}
 	return append(b, s...)
 }
@@ -94,16 +90,7 @@ func appendOptStr(b []byte, s OptString) []byte {
 }
 
 func appendBin(b []byte, v []byte) []byte {
-	n := len(v)
-	switch {
-	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, 0xc5, byte(n>>8), byte(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
-	}
-	return append(b, v...)
+	return append(appendLen(b, 0xc4, len(v)), v...)
 }
 
 // appendExt uses fixext for 1/2/4/8/16 bytes, as msgspec does.
@@ -120,37 +107,38 @@ func appendExt(b []byte, code int8, v []byte) []byte {
 	case 16:
 		b = append(b, 0xd8)
 	default:
-		switch {
-		case n <= math.MaxUint8:
-			b = append(b, 0xc7, byte(n))
-		case n <= math.MaxUint16:
-			b = append(b, 0xc8, byte(n>>8), byte(n))
-		default:
-			b = binary.BigEndian.AppendUint32(append(b, 0xc9), uint32(n))
-		}
+		b = appendLen(b, 0xc7, n)
 	}
 	b = append(b, byte(code))
 	return append(b, v...)
 }
 
-func appendArrayHeader(b []byte, n int) []byte {
+// appendLen writes the type byte and big-endian length of the smallest str, bin or
+// ext form that holds n bytes: c8 (8-bit length), c8+1 (16-bit) or c8+2 (32-bit).
+func appendLen(b []byte, c8 byte, n int) []byte {
 	switch {
-	case n <= 15:
-		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint8:
+		return append(b, c8, byte(n))
 	case n <= math.MaxUint16:
-		return append(b, 0xdc, byte(n>>8), byte(n))
+		return append(b, c8+1, byte(n>>8), byte(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, c8+2), uint32(n))
 }
 
-func appendMapHeader(b []byte, n int) []byte {
+func appendArrayHeader(b []byte, n int) []byte { return appendHeader(b, 0x90, 0xdc, n) }
+
+func appendMapHeader(b []byte, n int) []byte { return appendHeader(b, 0x80, 0xde, n) }
+
+// appendHeader writes the smallest array or map header for n items: the fix form
+// (fix|n), c16 with a 16-bit count, or c16+1 with a 32-bit one.
+func appendHeader(b []byte, fix, c16 byte, n int) []byte {
 	switch {
 	case n <= 15:
-		return append(b, 0x80|byte(n))
+		return append(b, fix|byte(n))
 	case n <= math.MaxUint16:
-		return append(b, 0xde, byte(n>>8), byte(n))
+		return append(b, c16, byte(n>>8), byte(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, c16+1), uint32(n))
 }
 
 // appendRaw writes an undecoded value; nil Raw is msgpack nil.
