@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,81 +149,12 @@ func BenchmarkLatency(b *testing.B) {
 	s := newSim(b, Config{}, 8, func(e *simEngine) { e.step, e.stamp = 10*time.Millisecond, true })
 	var sentAt sync.Map
 	s.sender.sentAt = &sentAt
-
-	const rate = 10000 // requests per second, released every millisecond
-	permits := make(chan struct{}, rate)
-	stop := make(chan struct{})
-	var pacer sync.WaitGroup
-	pacer.Go(func() {
-		ticks := time.NewTicker(time.Millisecond)
-		defer ticks.Stop()
-		for {
-			select {
-			case <-ticks.C:
-				for range rate / 1000 {
-					select {
-					case permits <- struct{}{}:
-					default:
-					}
-				}
-			case <-stop:
-				return
-			}
-		}
+	// 10k requests/s from 2048 streams, 256 concurrent per engine.
+	submitLat, deliverLat := PacedLatency(b, s.d, &sentAt, 10000, 2048, func(id string) *wire.EngineCoreRequest {
+		req := mkReq(id)
+		req.Sampling.MaxTokens = wire.SomeInt(20)
+		return req
 	})
-	defer func() { close(stop); pacer.Wait() }()
-
-	var mu sync.Mutex
-	var submitLat, deliverLat []time.Duration
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for range 2048 { // 256 concurrent streams per engine
-		wg.Go(func() {
-			ctx := context.Background()
-			var mySubmit, myDeliver []time.Duration
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					break
-				}
-				<-permits
-				req := mkReq(fmt.Sprint("lat-", i))
-				req.Sampling.MaxTokens = wire.SomeInt(20)
-				t0 := time.Now()
-				st, err := s.d.Submit(ctx, req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if at, ok := sentAt.LoadAndDelete(req.RequestID); ok {
-					mySubmit = append(mySubmit, at.(time.Time).Sub(t0))
-				}
-				for {
-					o, err := st.Recv(ctx)
-					if err != nil {
-						break
-					}
-					myDeliver = append(myDeliver, time.Since(time.Unix(0, o.NumNaNsInLogits)))
-				}
-			}
-			mu.Lock()
-			submitLat = append(submitLat, mySubmit...)
-			deliverLat = append(deliverLat, myDeliver...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	report(b, "submit", submitLat)
-	report(b, "deliver", deliverLat)
-}
-
-func report(b *testing.B, name string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/1e3, name+"-p50-µs")
-	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds())/1e3, name+"-p99-µs")
+	ReportPercentiles(b, "submit", submitLat)
+	ReportPercentiles(b, "deliver", deliverLat)
 }

@@ -2,10 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,27 +46,8 @@ func (a stampingAdapter) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 // ping to one engine every 10 ms: frontend write, engine, engine write, frontend read).
 func BenchmarkE2ELatency(b *testing.B) {
 	st := newStack(b, "tcp", 8, stackOpts{timed: true})
-	const rate = 10000
-	permits := make(chan struct{}, rate)
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
-	bg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				for range rate / 1000 {
-					select {
-					case permits <- struct{}{}:
-					default:
-					}
-				}
-			case <-stop:
-				return
-			}
-		}
-	})
 	var pings []time.Duration
 	bg.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
@@ -86,58 +64,12 @@ func BenchmarkE2ELatency(b *testing.B) {
 			}
 		}
 	})
-	var mu sync.Mutex
-	var submitLat, deliverLat []time.Duration
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for range 2048 {
-		wg.Go(func() {
-			ctx := context.Background()
-			var ms, md []time.Duration
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					break
-				}
-				<-permits
-				req := request(fmt.Sprint("lat-", i), 20)
-				t0 := time.Now()
-				s, err := st.d.Submit(ctx, req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if at, ok := st.ts.sentAt.LoadAndDelete(req.RequestID); ok {
-					ms = append(ms, at.(time.Time).Sub(t0))
-				}
-				for {
-					o, err := s.Recv(ctx)
-					if err != nil {
-						break
-					}
-					md = append(md, time.Since(time.Unix(0, o.NumNaNsInLogits)))
-				}
-			}
-			mu.Lock()
-			submitLat, deliverLat = append(submitLat, ms...), append(deliverLat, md...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
+	submitLat, deliverLat := dispatcher.PacedLatency(b, st.d, &st.ts.sentAt, 10000, 2048, func(id string) *wire.EngineCoreRequest {
+		return request(id, 20)
+	})
 	close(stop)
 	bg.Wait()
-	pct(b, "submit", submitLat)
-	pct(b, "deliver", deliverLat)
-	pct(b, "transport-rtt", pings)
-}
-
-func pct(b *testing.B, name string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/1e3, name+"-p50-µs")
-	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds())/1e3, name+"-p99-µs")
+	dispatcher.ReportPercentiles(b, "submit", submitLat)
+	dispatcher.ReportPercentiles(b, "deliver", deliverLat)
+	dispatcher.ReportPercentiles(b, "transport-rtt", pings)
 }
