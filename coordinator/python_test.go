@@ -1,26 +1,13 @@
 package coordinator
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"io"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/pypeer"
 	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// pyPeer is a Python (pyzmq) process from testdata driven by JSON lines:
-// commands on stdin, events on stdout.
-type pyPeer struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	events chan map[string]any
-}
 
 // needPython returns the interpreter with pyzmq and msgpack, or skips.
 func needPython(t *testing.T) string {
@@ -28,75 +15,10 @@ func needPython(t *testing.T) string {
 	return pytest.Find(t, "zmq", "msgpack")
 }
 
-func startPy(t *testing.T, python, script string, args ...string) *pyPeer {
+// startPy runs testdata/script, a Python peer driven by JSON lines.
+func startPy(t *testing.T, python, script string, args ...string) *pypeer.Peer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, python, append([]string{"testdata/" + script}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &pyPeer{cmd: cmd, stdin: stdin, events: make(chan map[string]any, 64)}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				t.Errorf("%s: bad event %q", script, sc.Text())
-				continue
-			}
-			p.events <- ev
-		}
-	}()
-	t.Cleanup(func() {
-		p.send(t, map[string]any{"cmd": "exit"})
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { <-scanned; done <- cmd.Wait() }()
-		timer := time.NewTimer(waitTimeout)
-		defer timer.Stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s exited: %v\n%s", script, err, stderr.String())
-			}
-		case <-timer.C:
-			cancel() // kills the process; Wait then returns
-			<-done
-			t.Errorf("%s did not exit\n%s", script, stderr.String())
-		}
-		cancel()
-	})
-	return p
-}
-
-func (p *pyPeer) send(t *testing.T, cmd map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(cmd)
-	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
-		t.Logf("python stdin: %v", err)
-	}
-}
-
-// expect returns the next event, which must be of kind ev.
-func (p *pyPeer) expect(t *testing.T, ev string) map[string]any {
-	t.Helper()
-	got := recvWithin(t, p.events, "python event "+ev)
-	if got["event"] != ev {
-		t.Fatalf("python event = %v, want %q", got, ev)
-	}
-	return got
+	return pypeer.Start(t, waitTimeout, python, "testdata/"+script, args...)
 }
 
 // wantStartWave checks a START_DP_WAVE as the Python engine decoded it
@@ -120,16 +42,16 @@ func TestPythonEngineInterop(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, ep endpointFunc) {
 		load := make(loadRec, 16)
 		n, _ := startNode(t, ep, 2, true, load)
-		var engines []*pyPeer
+		var engines []*pypeer.Peer
 		for r := range 2 {
 			e := startPy(t, python, "engine.py", n.InputAddress(), n.OutputAddress(), itoa64(int64(r)))
-			e.expect(t, "ready")
+			e.Expect(t, "ready")
 			n.EngineReady(r)
 			engines = append(engines, e)
 		}
 		front := subscribeFront(t, n.PublishAddress())
 
-		engines[1].send(t, map[string]any{"cmd": "stats", "waiting": 4, "running": 2, "kv": 0.75})
+		engines[1].Send(t, map[string]any{"cmd": "stats", "waiting": 4, "running": 2, "kv": 0.75})
 		if got, want := recvWithin(t, load, "load"), (loadObs{1, 4, 2, 0.75}); got != want {
 			t.Fatalf("ObserveLoad = %+v, want %+v", got, want)
 		}
@@ -138,13 +60,13 @@ func TestPythonEngineInterop(t *testing.T) {
 			t.Fatalf("OnAdd = %d", w)
 		}
 		for _, e := range engines {
-			wantStartWave(t, e.expect(t, "start_dp_wave"), 0, 0)
+			wantStartWave(t, e.Expect(t, "start_dp_wave"), 0, 0)
 		}
-		engines[0].send(t, map[string]any{"cmd": "wave_complete", "wave": 0})
+		engines[0].Send(t, map[string]any{"cmd": "wave_complete", "wave": 0})
 		front.waitPublish(t, "wave 1 paused", waveIs(1, false))
-		engines[1].send(t, map[string]any{"cmd": "start_wave", "wave": 3})
+		engines[1].Send(t, map[string]any{"cmd": "start_wave", "wave": 3})
 		for _, e := range engines {
-			wantStartWave(t, e.expect(t, "start_dp_wave"), 3, 1)
+			wantStartWave(t, e.Expect(t, "start_dp_wave"), 3, 1)
 		}
 		front.waitPublish(t, "wave 3 running", waveIs(3, true))
 	})
@@ -161,7 +83,7 @@ func TestExternalCoordinator(t *testing.T) {
 			bind = "tcp://127.0.0.1:*"
 		}
 		py := startPy(t, python, "coordinator.py", bind)
-		addr := py.expect(t, "bound")["address"].(string)
+		addr := py.Expect(t, "bound")["address"].(string)
 
 		load := make(loadRec, 16)
 		cfg := DefaultExternalConfig()
@@ -174,14 +96,14 @@ func TestExternalCoordinator(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { x.Close() })
-		py.expect(t, "subscribed") // item 37
+		py.Expect(t, "subscribed") // item 37
 
 		publish := func(counts [][]float64, wave int, running bool) {
 			var c any
 			if counts != nil {
 				c = counts
 			}
-			py.send(t, map[string]any{"cmd": "publish", "counts": c, "wave": wave, "running": running})
+			py.Send(t, map[string]any{"cmd": "publish", "counts": c, "wave": wave, "running": running})
 		}
 		// Item 38: wave 7, paused; counts reach the load sink.
 		publish([][]float64{{11, 3, 0.5}}, 7, false)
@@ -193,7 +115,7 @@ func TestExternalCoordinator(t *testing.T) {
 				t.Fatalf("OnAdd stamped %d, want 7", w)
 			}
 		}
-		fr := py.expect(t, "first_req")
+		fr := py.Expect(t, "first_req")
 		if fr["engine"] != "0000" || fr["wave"] != float64(7) {
 			t.Fatalf("FIRST_REQ = %v, want engine 0000 wave 7", fr)
 		}
@@ -214,7 +136,7 @@ func TestExternalCoordinator(t *testing.T) {
 		if w := x.OnAdd(1); w != 8 {
 			t.Fatalf("OnAdd stamped %d, want 8", w)
 		}
-		fr = py.expect(t, "first_req")
+		fr = py.Expect(t, "first_req")
 		if fr["engine"] != "0100" || fr["wave"] != float64(8) {
 			t.Fatalf("FIRST_REQ = %v, want engine 0100 wave 8", fr)
 		}

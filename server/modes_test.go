@@ -1,19 +1,18 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/pypeer"
 	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/mockengine"
 )
@@ -90,85 +89,15 @@ func TestServeBootstrapped(t *testing.T) {
 	}
 }
 
-// pyCoordinator is coordinator/testdata/coordinator.py, vLLM's DP coordinator's
-// front publisher in pyzmq: it reports events as JSON lines and takes commands.
-type pyCoordinator struct {
-	stdin  io.WriteCloser
-	events chan map[string]any
-}
-
-func startPyCoordinator(t *testing.T, bind string) *pyCoordinator {
-	t.Helper()
-	python := pytest.Find(t, "zmq", "msgpack")
-	cmd := exec.Command(python, "../coordinator/testdata/coordinator.py", bind)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &pyCoordinator{stdin: stdin, events: make(chan map[string]any, 64)}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev map[string]any
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				p.events <- ev
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		p.send(t, map[string]any{"cmd": "exit"})
-		stdin.Close()
-		<-scanned
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("coordinator.py: %v\n%s", err, stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *pyCoordinator) send(t *testing.T, cmd map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(cmd)
-	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
-		t.Errorf("coordinator.py stdin: %v", err)
-	}
-}
-
-// expect waits for the next event named ev, skipping others.
-func (p *pyCoordinator) expect(t *testing.T, ev string) map[string]any {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case e := <-p.events:
-			if e["event"] == ev {
-				return e
-			}
-		case <-deadline:
-			t.Fatalf("coordinator.py: no %q event", ev)
-			return nil
-		}
-	}
-}
-
 // External coordinator: serve runs no coordinator of its own, follows the Python
 // coordinator's publishes (load reaches the dispatcher, the wave is stamped) and
 // sends FIRST_REQ when a request goes to engines it believes paused.
 func TestServeExternalCoordinator(t *testing.T) {
 	dir := t.TempDir()
-	py := startPyCoordinator(t, "ipc://"+filepath.Join(dir, "coord"))
-	addr := py.expect(t, "bound")["address"].(string)
+	// coordinator.py is vLLM's DP coordinator's front publisher in pyzmq.
+	python := pytest.Find(t, "zmq", "msgpack")
+	py := pypeer.Start(t, 20*time.Second, python, "../coordinator/testdata/coordinator.py", "ipc://"+filepath.Join(dir, "coord"))
+	addr := py.Await(t, "bound")["address"].(string)
 	in, out := "ipc://"+filepath.Join(dir, "in"), "ipc://"+filepath.Join(dir, "out")
 	s := startServer(t, func(c *Config) {
 		c.InputAddress, c.OutputAddress, c.DataParallelSize = in, out, 2
@@ -178,12 +107,12 @@ func TestServeExternalCoordinator(t *testing.T) {
 	if s.node != nil || s.ext == nil {
 		t.Fatal("external mode runs the in-process coordinator, or no external one")
 	}
-	py.expect(t, "subscribed")
+	py.Await(t, "subscribed")
 	startBootstrappedEngines(t, in, out, 2, 0, 1)
 	waitReady(t, s, 2)
 
 	// Load from the publishes reaches the rank policy.
-	py.send(t, map[string]any{"cmd": "publish", "counts": [][]float64{{7, 1, 0.25}, {0, 0, 0}}, "wave": 4, "running": false})
+	py.Send(t, map[string]any{"cmd": "publish", "counts": [][]float64{{7, 1, 0.25}, {0, 0, 0}}, "wave": 4, "running": false})
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(20 * time.Second)
@@ -198,7 +127,7 @@ func TestServeExternalCoordinator(t *testing.T) {
 	if code, body := postPinned(t, s, 1, `{"prompt": [1, 2], "max_tokens": 2}`); code != 200 {
 		t.Fatalf("request: %d %s", code, body)
 	}
-	fr := py.expect(t, "first_req")
+	fr := py.Await(t, "first_req")
 	if fr["engine"] != "0100" || fr["wave"] != float64(4) {
 		t.Errorf("FIRST_REQ %v, want engine 0100 (rank 1) and wave 4", fr)
 	}
