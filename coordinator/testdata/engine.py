@@ -17,33 +17,13 @@ stdout: JSON events, one per line:
   {"event": "ready"}
   {"event": "start_dp_wave", "wave": N, "exclude": R or null}
 """
-import json
-import os
 import sys
 import time
 
 import msgpack
 import zmq
 
-
-def emit(**kw):
-    print(json.dumps(kw), flush=True)
-
-
-class Lines:
-    """Reads stdin lines without Python's buffering, so the fd the poller
-    watches stays readable while unread lines remain."""
-
-    def __init__(self):
-        self.buf = b""
-
-    def read(self):
-        data = os.read(0, 65536)
-        if not data:
-            return None
-        self.buf += data
-        *lines, self.buf = self.buf.split(b"\n")
-        return [json.loads(l) for l in lines if l.strip()]
+from jsonlines_peer import Lines, emit
 
 
 def main():
