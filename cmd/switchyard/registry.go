@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
@@ -39,8 +37,7 @@ func registryCommand() *cli.Command {
 
 func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	log := newLogger(cmd, os.Stderr)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	cfg := bootstrap.DefaultConfig()
 	cfg.Address = cmd.String("address")
 	cfg.Token = cmd.String("token")

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/server"
@@ -110,8 +108,7 @@ func serveCommand() *cli.Command {
 
 func runServe(ctx context.Context, cmd *cli.Command) error {
 	log := newLogger(cmd, os.Stderr)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 
 	cfg := server.DefaultConfig()
 	cfg.HandshakeAddress = cmd.String("handshake-address")
