@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -94,7 +95,8 @@ func badRequest(param, format string, args ...any) *APIError {
 }
 
 // InvalidRankError builds the 400 for a rank that is not connected, with vLLM-Rust's
-// exact message.
+// exact message: the text of the dispatcher's InvalidDataParallelRank, which the
+// client protocol sends as it is.
 func InvalidRankError(rank int, connected []int) *APIError {
 	if connected == nil {
 		connected = []int{}
@@ -103,23 +105,9 @@ func InvalidRankError(rank int, connected []int) *APIError {
 		Status:         400,
 		Type:           TypeInvalidDataParallelRank,
 		Param:          "X-data-parallel-rank",
-		Message:        fmt.Sprintf("data parallel rank %d is not connected to this frontend; connected ranks: %s", rank, formatRanks(connected)),
+		Message:        (&dispatcher.InvalidDataParallelRank{Rank: rank, ConnectedRanks: connected}).Error(),
 		ConnectedRanks: connected,
 	}
-}
-
-// formatRanks prints [0, 1] as Python and Rust's Debug formatting do.
-func formatRanks(ranks []int) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, r := range ranks {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	b.WriteByte(']')
-	return b.String()
 }
 
 // errorBody is the JSON shape of an APIError.
