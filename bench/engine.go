@@ -246,10 +246,7 @@ func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, ev
 		if len(st.running) == 0 {
 			select {
 			case ev, ok := <-events:
-				if !ok {
-					return st.recs, nil
-				}
-				if err := st.apply(ev); err != nil {
+				if stop, err := st.take(ev, ok); stop {
 					return st.recs, err
 				}
 				next = time.Now()
@@ -269,10 +266,7 @@ func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, ev
 					case <-timer.C:
 						break wait
 					case ev, ok := <-events:
-						if !ok {
-							return st.recs, nil
-						}
-						if err := st.apply(ev); err != nil {
+						if stop, err := st.take(ev, ok); stop {
 							return st.recs, err
 						}
 					case <-ctx.Done():
@@ -287,10 +281,7 @@ func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, ev
 		for {
 			select {
 			case ev, ok := <-events:
-				if !ok {
-					return st.recs, nil
-				}
-				if err := st.apply(ev); err != nil {
+				if stop, err := st.take(ev, ok); stop {
 					return st.recs, err
 				}
 			default:
@@ -304,6 +295,16 @@ func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, ev
 			return st.recs, err
 		}
 	}
+}
+
+// take applies ev, received (ok) from the events channel; stop says the step loop
+// ends, with err: the channel is closed (nil) or ev failed.
+func (st *stepper) take(ev engineEvent, ok bool) (stop bool, err error) {
+	if !ok {
+		return true, nil
+	}
+	err = st.apply(ev)
+	return err != nil, err
 }
 
 func (st *stepper) apply(ev engineEvent) error {
