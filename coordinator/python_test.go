@@ -21,6 +21,23 @@ func startPy(t *testing.T, python, script string, args ...string) *pypeer.Peer {
 	return pypeer.Start(t, waitTimeout, python, "testdata/"+script, args...)
 }
 
+// startExternal starts an External with the default config following the
+// publisher at statsAddress, closed at cleanup.
+func startExternal(t *testing.T, statsAddress string, load LoadSink) *External {
+	t.Helper()
+	cfg := DefaultExternalConfig()
+	cfg.StatsAddress = statsAddress
+	x, err := NewExternal(cfg, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Start(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
 // wantStartWave checks a START_DP_WAVE as the Python engine decoded it
 // (exclude -1 = nil). JSON numbers arrive as float64.
 func wantStartWave(t *testing.T, ev map[string]any, wave, exclude int) {
@@ -86,16 +103,7 @@ func TestExternalCoordinator(t *testing.T) {
 		addr := py.Expect(t, "bound")["address"].(string)
 
 		load := make(loadRec, 16)
-		cfg := DefaultExternalConfig()
-		cfg.StatsAddress = addr
-		x, err := NewExternal(cfg, load)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := x.Start(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { x.Close() })
+		x := startExternal(t, addr, load)
 		py.Expect(t, "subscribed") // item 37
 
 		publish := func(counts [][]float64, wave int, running bool) {
@@ -157,16 +165,7 @@ func TestExternalFollowsNode(t *testing.T) {
 		n, _ := startNode(t, ep, 2, true, nil)
 		engines := startEngines(t, n, 2)
 		load := make(loadRec, 64)
-		cfg := DefaultExternalConfig()
-		cfg.StatsAddress = n.PublishAddress()
-		x, err := NewExternal(cfg, load)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := x.Start(testContext(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { x.Close() })
+		x := startExternal(t, n.PublishAddress(), load)
 		recvWithin(t, load, "first publish") // subscription is live
 		if w := x.OnAdd(1); w != 0 {
 			t.Fatalf("OnAdd = %d", w)
