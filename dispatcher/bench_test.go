@@ -80,20 +80,15 @@ func BenchmarkRouteOutputs(b *testing.B) {
 	const engines, perEngine = 8, 256
 	d := benchDispatcher(b, engines)
 	streams := make([][]*Stream, engines)
-	steps := make([]*wire.EngineCoreOutputs, engines)
 	ctx := context.Background()
-	for r := range engines {
-		steps[r] = batch(r)
-		for i := range perEngine {
-			id := fmt.Sprintf("cmpl-%d-%d", r, i)
-			s, err := d.Submit(ctx, pinned(id, int64(r)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			streams[r] = append(streams[r], s)
-			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))
+	steps := routeSteps(b, engines, perEngine, func(req *wire.EngineCoreRequest, r int) error {
+		s, err := d.Submit(ctx, req)
+		if err != nil {
+			return err
 		}
-	}
+		streams[r] = append(streams[r], s)
+		return nil
+	})
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -106,28 +101,19 @@ func BenchmarkRouteOutputs(b *testing.B) {
 			}
 		}
 	}
-	el := time.Since(start)
-	b.ReportMetric(float64(b.N*perEngine)/el.Seconds(), "outputs/s")
-	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*perEngine), "ns/output")
+	reportPerOutput(b, time.Since(start), perEngine)
 }
 
 // BenchmarkRouteOutputsFunc is BenchmarkRouteOutputs for SubmitFunc callbacks.
 func BenchmarkRouteOutputsFunc(b *testing.B) {
 	const engines, perEngine = 8, 256
 	d := benchDispatcher(b, engines)
-	steps := make([]*wire.EngineCoreOutputs, engines)
 	var delivered atomic.Int64
 	deliver := func(int, *wire.EngineCoreOutput, error) { delivered.Add(1) }
-	for r := range engines {
-		steps[r] = batch(r)
-		for i := range perEngine {
-			id := fmt.Sprintf("cmpl-%d-%d", r, i)
-			if _, err := d.SubmitFunc(pinned(id, int64(r)), deliver); err != nil {
-				b.Fatal(err)
-			}
-			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))
-		}
-	}
+	steps := routeSteps(b, engines, perEngine, func(req *wire.EngineCoreRequest, _ int) error {
+		_, err := d.SubmitFunc(req, deliver)
+		return err
+	})
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -135,7 +121,29 @@ func BenchmarkRouteOutputsFunc(b *testing.B) {
 		r := i % engines
 		d.HandleOutputs(r, steps[r])
 	}
-	el := time.Since(start)
+	reportPerOutput(b, time.Since(start), perEngine)
+}
+
+// routeSteps submits perEngine requests pinned to each of engines ranks and returns,
+// per rank, one engine step with a one-token output for each of its requests.
+func routeSteps(b *testing.B, engines, perEngine int, submit func(req *wire.EngineCoreRequest, rank int) error) []*wire.EngineCoreOutputs {
+	steps := make([]*wire.EngineCoreOutputs, engines)
+	for r := range engines {
+		steps[r] = batch(r)
+		for i := range perEngine {
+			id := fmt.Sprintf("cmpl-%d-%d", r, i)
+			if err := submit(pinned(id, int64(r)), r); err != nil {
+				b.Fatal(err)
+			}
+			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))
+		}
+	}
+	return steps
+}
+
+// reportPerOutput reports the throughput and cost per output of b.N steps of
+// perEngine outputs that took el.
+func reportPerOutput(b *testing.B, el time.Duration, perEngine int) {
 	b.ReportMetric(float64(b.N*perEngine)/el.Seconds(), "outputs/s")
 	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*perEngine), "ns/output")
 }
