@@ -466,10 +466,11 @@ func TestNodeStalledEngineDoesNotHoldUpOthers(t *testing.T) {
 		// Each start_wave for a newer wave is broadcast to both engines as
 		// START_DP_WAVE. 100,000 of them (~1.2 MB) overfill the stalled engine's
 		// buffers many times over; the healthy one must hear the last of every round
-		// of 2,000 within waitTimeout.
+		// of 500 within waitTimeout. (Rounds stay under the transport's SendHWM of
+		// 1,000 queued per subscriber, past which even a healthy one would drop.)
 		wave := int64(0)
-		msgs := make([][][]byte, 0, 2000)
-		for round := range 50 {
+		msgs := make([][][]byte, 0, 500)
+		for round := range 200 {
 			msgs = msgs[:0]
 			for range cap(msgs) {
 				wave++

@@ -50,6 +50,10 @@ type conn struct {
 	written  uint64    // messages ever written: queued ones up to here are on the wire
 	flushing bool
 	broken   error // set after a failed write: the stream is no longer framed
+	// pongQueued: a PONG waits in pending. One is enough (any traffic answers a
+	// heartbeat), so a peer that floods PINGs and stops reading cannot grow the
+	// queue while a flush to it is blocked.
+	pongQueued bool
 
 	// Owned by the flusher (one at a time).
 	wbuf []byte      // headers and small frames, contiguous
@@ -230,7 +234,20 @@ func (c *conn) handleCommand(body []byte) error {
 		ctxBytes = rest[2:]
 	}
 	pong := append([]byte{4, 'P', 'O', 'N', 'G'}, ctxBytes...)
-	return c.enqueue([][]byte{pong}, flagCommand, c.sendTimeout)
+	c.wmu.Lock()
+	if c.broken != nil {
+		err := c.broken
+		c.wmu.Unlock()
+		return err
+	}
+	if c.pongQueued {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.pongQueued = true
+	c.pending = append(c.pending, outItem{frames: [][]byte{pong}, flag: flagCommand})
+	c.queued++
+	return c.commitLocked(c.queued, c.sendTimeout, false)
 }
 
 // inlineFrame is the size up to which a frame is copied next to its header in the
@@ -253,21 +270,6 @@ func (c *conn) write(frames [][]byte, extraFlag byte, timeout time.Duration) err
 	c.pending = append(c.pending, outItem{frames: frames, flag: extraFlag})
 	c.queued++
 	return c.commitLocked(c.queued, timeout, true)
-}
-
-// enqueue queues frames, which the caller must not reuse, as one message. When a
-// write is in progress it returns at once: the flusher writes the message with its
-// next batch. Otherwise the caller writes it (and whatever else queued) itself.
-func (c *conn) enqueue(frames [][]byte, extraFlag byte, timeout time.Duration) error {
-	c.wmu.Lock()
-	if c.broken != nil {
-		err := c.broken
-		c.wmu.Unlock()
-		return err
-	}
-	c.pending = append(c.pending, outItem{frames: frames, flag: extraFlag})
-	c.queued++
-	return c.commitLocked(c.queued, timeout, false)
 }
 
 // writeMany sends msgs as consecutive messages, written together, leaving out the
@@ -309,6 +311,7 @@ func (c *conn) commitLocked(seq uint64, timeout time.Duration, wait bool) error 
 	for len(c.pending) > 0 && c.broken == nil {
 		items := c.pending
 		c.pending = c.spare[:0]
+		c.pongQueued = false
 		upto := c.queued
 		c.wmu.Unlock()
 		err := c.flush(items, timeout)

@@ -204,11 +204,11 @@ func TestMaxMessageSize(t *testing.T) {
 }
 
 // A ROUTER with PeerEvents reports a departed peer before it lets the same identity
-// in again. Here the departure cannot be reported yet (the receive queue is full),
-// so a reconnect with that identity is refused; once the departure is received the
-// identity reconnects and its first message follows the ErrPeerLeft. Before, the
-// identity was free as soon as the connection closed, and a rejoining engine's
-// registration could be queued ahead of the old connection's departure.
+// in again. Here the departure cannot be queued yet (the receive queue is full), so
+// a reconnect with that identity is held, unrouted, until it is; its first message
+// then follows the ErrPeerLeft. Before, the identity was free as soon as the
+// connection closed, and a rejoining engine's registration could be queued ahead of
+// the old connection's departure.
 func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, ep func() string) {
 		r := mustListen(t, Router, ep(), Options{PeerEvents: true, RecvQueue: 1})
@@ -227,19 +227,22 @@ func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 			t.Fatal(err)
 		}
 		old.Close()
+		s := r.(*socket)
 		// Wait until the router has seen the connection close. (Probing with a Send
 		// would not do: a write to the closed peer fails and closes the connection
 		// before "old" is read, and then nothing holds the queue.)
-		deadline := time.Now().Add(10 * time.Second)
-		for routed(r, []byte{7, 0}) {
-			if time.Now().After(deadline) {
-				t.Fatal("departed peer still routed")
-			}
-			runtime.Gosched() // polls the router's state; no event tells when it changes
+		waitState(t, "departed peer unrouted", func() bool { return !routed(r, []byte{7, 0}) })
+		again := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
+		if err := again.Send([]byte("rejoin")); err != nil {
+			t.Fatal(err)
 		}
-		early := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}, PeerEvents: true})
-		if _, err := recvT(t, early); !errors.Is(err, ErrPeerLeft) {
-			t.Fatalf("a reconnect before the departure was reported: want refused, got %v", err)
+		waitState(t, "reconnect held", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.joinsWaiting == 1
+		})
+		if err := r.Send([]byte{7, 0}, []byte("x")); !errors.Is(err, ErrNoPeer) {
+			t.Fatalf("send to a held reconnect: %v, want ErrNoPeer", err)
 		}
 		if f, err := recvT(t, r); err != nil || string(f[1]) != "old" {
 			t.Fatalf("first: %q %v", f, err)
@@ -247,25 +250,28 @@ func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 		if _, err := recvT(t, r); !errors.Is(err, ErrPeerLeft) {
 			t.Fatalf("second: want the old connection's departure, got %v", err)
 		}
-		// The identity is free once its departure is received. A refusal can still
-		// race with it (libzmq would just reconnect), so retry as libzmq does.
-		for attempt := 0; ; attempt++ {
-			again := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
-			if err := again.Send([]byte("rejoin")); err != nil {
-				t.Fatal(err)
-			}
-			f, err := recvT(t, r)
-			if err == nil {
-				if string(f[1]) != "rejoin" {
-					t.Fatalf("got %q", f)
-				}
-				return
-			}
-			if !errors.Is(err, ErrPeerLeft) || attempt > 10 {
-				t.Fatalf("rejoin: %v", err)
-			}
+		if f, err := recvT(t, r); err != nil || string(f[1]) != "rejoin" {
+			t.Fatalf("third: %q %v", f, err)
+		}
+		if err := r.Send([]byte{7, 0}, []byte("welcome")); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := recvT(t, again); err != nil || string(f[0]) != "welcome" {
+			t.Fatalf("rejoined peer got %q %v", f, err)
 		}
 	})
+}
+
+// waitState polls internal state that no event announces, under a deadline.
+func waitState(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
 }
 
 // routed reports whether a ROUTER routes to id.
@@ -401,6 +407,76 @@ func TestXPubStalledSubscriberDoesNotBlockOthers(t *testing.T) {
 		s.mu.Unlock()
 		if dropped == 0 {
 			t.Fatal("nothing dropped for the stalled subscriber")
+		}
+	})
+}
+
+// A peer that stops reading and floods PINGs cannot grow the write queue while a
+// flush to it is blocked: one PONG waits at most (any traffic answers a heartbeat).
+func TestPingFloodWhileStalledQueuesOnePong(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, ep func() string) {
+		r := mustListen(t, Router, ep(), Options{SendTimeout: time.Minute})
+		c := rawPeer(t, Dealer, r.Addr(), []byte{4, 0})
+		hello := appendHeader(nil, []byte("hi"), false, 0)
+		if _, err := c.nc.Write(append(hello, "hi"...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recvT(t, r); err != nil {
+			t.Fatal(err)
+		}
+		// Two senders to the peer, which never reads: one flushes until the
+		// socket buffers are full and blocks, the other queues behind it.
+		blocked := make(chan error, 2)
+		for range 2 {
+			go func() {
+				big := make([]byte, 1<<20)
+				for {
+					if err := r.Send([]byte{4, 0}, big); err != nil {
+						blocked <- err
+						return
+					}
+				}
+			}()
+		}
+		s := r.(*socket)
+		s.mu.Lock()
+		pc := s.byID["\x04\x00"].c
+		s.mu.Unlock()
+		waitState(t, "a sender queued behind a blocked flush", func() bool {
+			pc.wmu.Lock()
+			defer pc.wmu.Unlock()
+			return pc.flushing && len(pc.pending) > 0
+		})
+		ping := []byte{4, 'P', 'I', 'N', 'G', 0, 10}
+		var flood []byte
+		for range 10000 {
+			flood = appendHeader(flood, ping, false, flagCommand)
+			flood = append(flood, ping...)
+		}
+		flood = appendHeader(flood, []byte("after"), false, 0)
+		flood = append(flood, "after"...)
+		if _, err := c.nc.Write(flood); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := recvT(t, r); err != nil || string(f[1]) != "after" {
+			t.Fatalf("got %q %v", f, err)
+		}
+		pc.wmu.Lock()
+		pongs := 0
+		for _, it := range pc.pending {
+			if it.flag == flagCommand {
+				pongs++
+			}
+		}
+		pc.wmu.Unlock()
+		if pongs > 1 {
+			t.Fatalf("%d PONGs queued after 10,000 PINGs, want at most 1", pongs)
+		}
+		c.nc.Close()
+		for range 2 {
+			if err := <-blocked; err == nil {
+				t.Fatal("send to the departed peer succeeded")
+			}
 		}
 	})
 }

@@ -46,17 +46,20 @@ type socket struct {
 	subs    []subscription // XSUB/SUB: live subscriptions, replayed to new peers
 	nextID  uint32         // ROUTER: generated identities for anonymous peers
 
-	refused  map[string]*refusals // ROUTER: duplicate identities refused, for rate-limited logs
-	dropped  uint64               // PUB/XPUB: messages dropped at a full subscriber queue
-	dropWarn time.Time            // PUB/XPUB: when drops were last logged
+	refused      map[string]*refusals // ROUTER: duplicate identities refused, for rate-limited logs
+	joinsWaiting int                  // ROUTER: new connections waiting for their identity to be released
+	dropped      uint64               // PUB/XPUB: messages dropped at a full subscriber queue
+	dropWarn     time.Time            // PUB/XPUB: when drops were last logged
 }
 
 type peer struct {
 	c  *conn
 	id []byte // routing identity
 	// gone (under socket.mu): the connection closed and nothing is routed to it, but
-	// its identity stays reserved until its departure has been reported.
-	gone bool
+	// its identity stays reserved until its departure has been queued, when
+	// released is closed.
+	gone     bool
+	released chan struct{}
 
 	tmu    sync.Mutex
 	topics [][]byte // PUB/XPUB: the peer's subscriptions (prefixes)
@@ -272,38 +275,52 @@ func (s *socket) accept(nc net.Conn) {
 
 // addPeer registers a connection and starts its reader (and, for PUB/XPUB, its
 // writer). A ROUTER refuses a second connection presenting an identity that is
-// already live (zmq4 would accept it and deliver every message to both), or whose
-// previous connection's departure has not been reported yet.
+// already live (zmq4 would accept it and deliver every message to both). A
+// connection whose identity belongs to a departed peer whose departure is not
+// queued yet waits for it (on its accept goroutine), so its messages come after
+// that ErrPeerLeft.
 func (s *socket) addPeer(c *conn) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		c.close()
-		return false
-	}
 	p := &peer{c: c, id: c.identity}
-	if s.kind == Router {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			c.close()
+			return false
+		}
+		if s.kind != Router {
+			break
+		}
 		if len(p.id) == 0 {
 			// libzmq's scheme for anonymous peers: a zero byte and a counter.
 			s.nextID++
 			p.id = binary.BigEndian.AppendUint32([]byte{0}, s.nextID)
 		}
-		if old, dup := s.byID[string(p.id)]; dup {
-			warn, suppressed := s.noteRefusalLocked(p.id, time.Now())
-			s.mu.Unlock()
-			msg := "transport: refused duplicate identity"
-			if old.gone {
-				msg = "transport: refused identity of a connection whose departure is not reported yet"
-			}
-			level := slog.LevelDebug
-			if warn {
-				level = slog.LevelWarn
-			}
-			s.opt.Logger.Log(context.Background(), level, msg, "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "refused_since_last_warning", suppressed)
-			c.close()
-			return false
+		old, dup := s.byID[string(p.id)]
+		if !dup {
+			s.byID[string(p.id)] = p
+			break
 		}
-		s.byID[string(p.id)] = p
+		if old.gone {
+			s.joinsWaiting++
+			s.mu.Unlock()
+			select {
+			case <-old.released:
+			case <-s.done:
+			}
+			s.mu.Lock()
+			s.joinsWaiting--
+			continue
+		}
+		warn, suppressed := s.noteRefusalLocked(p.id, time.Now())
+		s.mu.Unlock()
+		level := slog.LevelDebug
+		if warn {
+			level = slog.LevelWarn
+		}
+		s.opt.Logger.Log(context.Background(), level, "transport: refused duplicate identity", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "refused_since_last_warning", suppressed)
+		c.close()
+		return false
 	}
 	if s.kind == Pub || s.kind == XPub {
 		p.outq = make(chan [][]byte, s.opt.SendHWM)
@@ -369,18 +386,21 @@ func (s *socket) unroute(p *peer, reserve bool) {
 	if s.kind == Router && s.byID[string(p.id)] == p {
 		if reserve {
 			p.gone = true
+			p.released = make(chan struct{})
 		} else {
 			delete(s.byID, string(p.id))
 		}
 	}
 }
 
-// release frees a departed peer's identity once its departure is reported.
+// release frees a departed peer's identity once its departure is queued, and wakes
+// a connection waiting for it.
 func (s *socket) release(p *peer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kind == Router && s.byID[string(p.id)] == p {
 		delete(s.byID, string(p.id))
+		close(p.released)
 	}
 }
 

@@ -140,9 +140,9 @@ type Options struct {
 	// takes longer than SendTimeout is disconnected. 0 = 1000 (libzmq's default).
 	SendHWM int
 	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
-	// PULL always does. A ROUTER then reports a peer's departure before it accepts
-	// another connection with the same identity, so a rejoining peer's messages
-	// always come after the old connection's ErrPeerLeft.
+	// PULL always does. A ROUTER then holds a new connection presenting a departed
+	// peer's identity until that departure is queued, so a rejoining peer's
+	// messages always come after the old connection's ErrPeerLeft.
 	PeerEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger
