@@ -304,12 +304,19 @@ func (s *socket) addPeer(c *conn) bool {
 		if old.gone {
 			s.joinsWaiting++
 			s.mu.Unlock()
+			closing := false
 			select {
 			case <-old.released:
 			case <-s.done:
+				closing = true
 			}
 			s.mu.Lock()
 			s.joinsWaiting--
+			if closing {
+				s.mu.Unlock()
+				c.close()
+				return false
+			}
 			continue
 		}
 		warn, suppressed := s.noteRefusalLocked(p.id, time.Now())
