@@ -12,6 +12,9 @@ type HandshakeStatus struct {
 	NumRedundantExperts OptInt
 	NumGPUBlocks        OptInt    // older engines put it here
 	DPStatsAddress      OptString // older engines put it here
+	// Keys lists every key the map carried, in order (decode only): which keys READY
+	// has, not only their values, tells vLLM releases apart (see Layout).
+	Keys []string
 }
 
 // EngineZmqAddresses is INIT's addresses map.
@@ -63,4 +66,7 @@ type ReadyResponse struct {
 	EnableSleepMode            OptBool
 	SupportsDraftWeightUpdates OptBool
 	Unknown                    []RawField
+	// Keys lists every key the map carried, in order (decode only; nil for Empty):
+	// the registration's shape is part of what places an engine's layout.
+	Keys []string
 }

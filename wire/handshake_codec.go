@@ -4,6 +4,8 @@ package wire
 // (frontend -> engine) and the input-socket registration. All are maps (msgspec
 // encodes plain dicts and dataclasses as maps); decoders ignore or keep unknown keys.
 
+import "slices"
+
 // AppendHandshakeStatus appends a HELLO or READY map: status, local, headless, then
 // each optional key that is set.
 func AppendHandshakeStatus(dst []byte, h *HandshakeStatus) []byte {
@@ -59,6 +61,7 @@ func DecodeHandshakeStatus(body []byte) (HandshakeStatus, error) {
 		if err != nil {
 			return h, fieldErr(err, typ, "")
 		}
+		h.Keys = append(h.Keys, string(k))
 		switch string(k) {
 		case "status":
 			h.Status, err = r.str()
@@ -91,6 +94,47 @@ func DecodeHandshakeStatus(body []byte) (HandshakeStatus, error) {
 		return h, &DecodeError{Type: typ, Offset: r.off, Msg: "trailing bytes"}
 	}
 	return h, nil
+}
+
+// AppendReady appends READY as an engine of layout l builds it: status, local,
+// headless, then every key l's READY requires (nil when h has no value; v0.11 to
+// v0.18 send num_gpu_blocks and dp_stats_address, null or not), then the optional
+// keys that are set and l's READY may carry.
+func AppendReady(dst []byte, l *Layout, h *HandshakeStatus) []byte {
+	type kv struct {
+		key   string
+		valid bool
+		write func([]byte) []byte
+	}
+	all := [...]kv{
+		{"num_gpu_blocks", h.NumGPUBlocks.Valid, func(b []byte) []byte { return appendOptInt(b, h.NumGPUBlocks) }},
+		{"dp_stats_address", h.DPStatsAddress.Valid, func(b []byte) []byte { return appendOptStr(b, h.DPStatsAddress) }},
+		{"parallel_config_hash", h.ParallelConfigHash.Valid, func(b []byte) []byte { return appendOptStr(b, h.ParallelConfigHash) }},
+		{"coord_store_port", h.CoordStorePort.Valid, func(b []byte) []byte { return appendOptInt(b, h.CoordStorePort) }},
+		{"num_redundant_experts", h.NumRedundantExperts.Valid, func(b []byte) []byte { return appendOptInt(b, h.NumRedundantExperts) }},
+	}
+	var keep [len(all)]bool
+	n := 3
+	for i, e := range all {
+		keep[i] = slices.Contains(l.ReadyRequired, e.key) || e.valid && !slices.Contains(l.ReadyAbsent, e.key)
+		if keep[i] {
+			n++
+		}
+	}
+	b := appendMapHeader(dst, n)
+	b = appendStr(b, "status")
+	b = appendStr(b, "READY")
+	b = appendStr(b, "local")
+	b = appendBool(b, h.Local)
+	b = appendStr(b, "headless")
+	b = appendBool(b, h.Headless)
+	for i, e := range all {
+		if keep[i] {
+			b = appendStr(b, e.key)
+			b = e.write(b)
+		}
+	}
+	return b
 }
 
 // AppendInit appends EngineHandshakeMetadata: every addresses field (nil when

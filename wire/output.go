@@ -14,8 +14,9 @@ type EngineCoreOutputs struct {
 	StartWave        OptInt
 }
 
-// EngineCoreOutput is one request's progress in one step (array_like, 17 fields in
-// msgspec 0.19; extra trailing fields are ignored).
+// EngineCoreOutput is one request's progress in one step (array_like). The index
+// comments are the native layout's; other layouts place, lack or add fields (see
+// Layout), and every field a layout lacks stays zero.
 type EngineCoreOutput struct {
 	RequestID                string            // 0
 	NewTokenIDs              []int64           // 1
@@ -34,6 +35,10 @@ type EngineCoreOutput struct {
 	MMCacheMissHashes        []string          // 14
 	NewSamplingMask          Raw               // 15
 	SpecDecodeMetrics        Raw               // 16
+	// Older layouts (up to v0.18) report cached tokens as plain ints instead of
+	// PrefillStats.
+	NumCachedTokens           int64
+	NumExternalComputedTokens int64
 }
 
 // Finished reports whether this is the request's last output.

@@ -16,6 +16,10 @@ package wire
 // entry's id or tokens keeps that message's few kilobytes alive; copy (strings.Clone,
 // slices.Clone) what is kept for long.
 type OutputsDecoder struct {
+	// Layout is the engine's wire layout; nil is the native (newest) one. Set it
+	// before the first Decode.
+	Layout *Layout
+
 	tokens []int64 // every entry's new_token_ids, back to back
 	ids    []byte  // every request id (and finished id), back to back
 	spans  []span  // where each entry's id and tokens sit in the scratch
@@ -43,12 +47,15 @@ func (d *OutputsDecoder) Decode(frames [][]byte, o *EngineCoreOutputs) error {
 		return &DecodeError{Type: typ, Msg: "no frames"}
 	}
 	d.tokens, d.ids, d.spans, d.fin = d.tokens[:0], d.ids[:0], d.spans[:0], d.fin[:0]
+	if d.Layout == nil {
+		d.Layout = Native()
+	}
 	r := reader{b: frames[0]}
 	n, err := r.arrayHeader()
 	if err != nil {
 		return fieldErr(err, typ, "")
 	}
-	names := [...]string{"engine_index", "outputs", "scheduler_stats", "timestamp", "utility_output", "finished_requests", "wave_complete", "start_wave"}
+	names := &outputsFieldNames
 	for i := range min(n, len(names)) {
 		switch i {
 		case 0:
@@ -135,14 +142,8 @@ func (d *OutputsDecoder) outputs(r *reader, frames [][]byte, outs []EngineCoreOu
 	return outs, nil
 }
 
-var outputFieldNames = [...]string{
-	"request_id", "new_token_ids", "new_logprobs", "new_prompt_logprobs_tensors",
-	"pooling_output", "finish_reason", "stop_reason", "events", "kv_transfer_params",
-	"ec_transfer_params", "trace_headers", "prefill_stats", "routed_experts",
-	"num_nans_in_logits", "mm_cache_miss_hashes", "new_sampling_mask", "spec_decode_metrics",
-}
-
-// output reads one EngineCoreOutput. request_id and new_token_ids are required.
+// output reads one EngineCoreOutput of d.Layout. request_id and new_token_ids are
+// required (every layout starts with them); fields past the layout's are skipped.
 func (d *OutputsDecoder) output(r *reader, frames [][]byte, e *EngineCoreOutput) error {
 	const typ = "EngineCoreOutput"
 	n, err := r.arrayHeader()
@@ -154,59 +155,67 @@ func (d *OutputsDecoder) output(r *reader, frames [][]byte, e *EngineCoreOutput)
 	}
 	e.FinishReason = FinishNone
 	var s span
-	for i := range min(n, len(outputFieldNames)) {
+	slots := d.Layout.out
+	for i := range min(n, len(slots)) {
 		if i >= 2 && r.nextNil() { // most fields are nil in most steps
 			continue
 		}
-		switch i {
-		case 0:
-			var id []byte
-			if id, err = r.strBytes(); err == nil {
+		id := slots[i].id
+		switch id {
+		case outRequestID:
+			var b []byte
+			if b, err = r.strBytes(); err == nil {
 				s.idStart = len(d.ids)
-				d.ids = append(d.ids, id...)
+				d.ids = append(d.ids, b...)
 				s.idEnd = len(d.ids)
 			}
-		case 1:
+		case outNewTokenIDs:
 			s.tokStart = len(d.tokens)
 			d.tokens, err = r.appendInts(d.tokens)
 			s.tokEnd = len(d.tokens)
-		case 2:
+		case outNewLogprobs:
 			e.NewLogprobs, err = r.logprobsLists(frames)
-		case 3:
+		case outNewPromptLogprobsTensors:
 			e.NewPromptLogprobsTensors, err = r.logprobsTensors(frames)
-		case 4:
+		case outPoolingOutput:
 			e.PoolingOutput, err = r.optTensor(frames)
-		case 5:
+		case outFinishReason:
 			e.FinishReason, err = r.finishReason()
-		case 6:
+		case outStopReason:
 			e.StopReason, err = r.stopReason()
-		case 7:
+		case outEvents:
 			e.Events, err = r.events()
-		case 8:
+		case outKVTransferParams:
 			e.KVTransferParams, err = r.rawOf(kindMap)
-		case 9:
+		case outECTransferParams:
 			e.ECTransferParams, err = r.rawOf(kindMap)
-		case 10:
+		case outTraceHeaders:
 			e.TraceHeaders, err = r.rawOf(kindMap)
-		case 11:
+		case outNumCachedTokens:
+			e.NumCachedTokens, err = r.int()
+		case outNumExternalComputedTokens:
+			e.NumExternalComputedTokens, err = r.int()
+		case outPrefillStats:
 			e.PrefillStats, err = r.prefillStats()
-		case 12:
+		case outRoutedExperts:
 			e.RoutedExperts, err = r.optTensor(frames)
-		case 13:
+		case outNumNaNsInLogits:
 			e.NumNaNsInLogits, err = r.int()
-		case 14:
+		case outMMCacheMissHashes:
 			e.MMCacheMissHashes, err = r.optStrs()
-		case 15:
+		case outNewSamplingMask:
 			e.NewSamplingMask, err = r.raw()
-		case 16:
+		case outSpecDecodeMetrics:
 			e.SpecDecodeMetrics, err = r.rawOf(kindMap)
+		default:
+			err = r.skip()
 		}
 		if err != nil {
-			return fieldErr(err, typ, outputFieldNames[i])
+			return fieldErr(err, typ, d.Layout.Output[i].Name)
 		}
 	}
 	d.spans = append(d.spans, s)
-	return fieldErr(r.skipRest(n-len(outputFieldNames)), typ, "")
+	return fieldErr(r.skipRest(n-len(slots)), typ, "")
 }
 
 // appendInts reads [int] onto buf.

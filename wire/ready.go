@@ -14,65 +14,106 @@ func AppendReadyResponse(dst []byte, r *ReadyResponse) []byte {
 		return dst
 	}
 	b := appendMapHeader(dst, readyKeys+len(r.Unknown))
-	b = appendStr(b, "max_model_len")
-	b = appendOptInt(b, r.MaxModelLen)
-	b = appendStr(b, "num_gpu_blocks")
-	b = appendOptInt(b, r.NumGPUBlocks)
-	b = appendStr(b, "dp_stats_address")
-	b = appendOptStr(b, r.DPStatsAddress)
-	b = appendStr(b, "block_size")
-	b = appendOptInt(b, r.BlockSize)
-	b = appendStr(b, "mamba_block_size")
-	b = appendOptInt(b, r.MambaBlockSize)
-	b = appendStr(b, "dtype")
-	b = appendOptStr(b, r.DType)
-	b = appendStr(b, "vllm_version")
-	b = appendOptStr(b, r.VLLMVersion)
-	b = appendStr(b, "world_size")
-	b = appendOptInt(b, r.WorldSize)
-	b = appendStr(b, "data_parallel_size")
-	b = appendOptInt(b, r.DataParallelSize)
-	b = appendStr(b, "kv_cache_size_tokens")
-	b = appendOptInt(b, r.KVCacheSizeTokens)
-	b = appendStr(b, "kv_cache_max_concurrency")
-	b = appendRaw(b, r.KVCacheMaxConcurrency)
-	b = appendStr(b, "tensor_parallel_size")
-	b = appendOptInt(b, r.TensorParallelSize)
-	b = appendStr(b, "pipeline_parallel_size")
-	b = appendOptInt(b, r.PipelineParallelSize)
-	b = appendStr(b, "decode_context_parallel_size")
-	b = appendOptInt(b, r.DecodeContextParallelSize)
-	b = appendStr(b, "data_parallel_rank")
-	b = appendOptInt(b, r.DataParallelRank)
-	b = appendStr(b, "max_num_seqs")
-	b = appendOptInt(b, r.MaxNumSeqs)
-	b = appendStr(b, "max_num_batched_tokens")
-	b = appendOptInt(b, r.MaxNumBatchedTokens)
-	b = appendStr(b, "instance_id")
-	b = appendOptStr(b, r.InstanceID)
-	b = appendStr(b, "supports_lora")
-	b = appendOptBool(b, r.SupportsLoRA)
-	b = appendStr(b, "max_loras")
-	b = appendOptInt(b, r.MaxLoRAs)
-	b = appendStr(b, "coord_store_port")
-	b = appendOptInt(b, r.CoordStorePort)
-	b = appendStr(b, "coordinator_input_address")
-	b = appendOptStr(b, r.CoordinatorInputAddress)
-	b = appendStr(b, "coordinator_output_address")
-	b = appendOptStr(b, r.CoordinatorOutputAddress)
-	b = appendStr(b, "kv_events_config")
-	b = appendRaw(b, r.KVEventsConfig)
-	b = appendStr(b, "weight_transfer_backend")
-	b = appendOptStr(b, r.WeightTransferBackend)
-	b = appendStr(b, "enable_sleep_mode")
-	b = appendOptBool(b, r.EnableSleepMode)
-	b = appendStr(b, "supports_draft_weight_updates")
-	b = appendOptBool(b, r.SupportsDraftWeightUpdates)
+	for _, k := range readyKeyNames {
+		b = appendStr(b, k)
+		b = appendReadyValue(b, r, k)
+	}
 	for _, f := range r.Unknown {
 		b = appendStr(b, f.Key)
 		b = appendRaw(b, f.Value)
 	}
 	return b
+}
+
+// AppendRegistration appends the registration an engine of layout l sends: nothing
+// for layouts with an empty frame, else exactly l's keys in l's order (values from r;
+// a key r does not have is nil), as that release's dataclass writes them.
+func AppendRegistration(dst []byte, l *Layout, r *ReadyResponse) []byte {
+	if l.RegistrationEmpty {
+		return dst
+	}
+	b := appendMapHeader(dst, len(l.Registration))
+	for _, k := range l.Registration {
+		b = appendStr(b, k)
+		b = appendReadyValue(b, r, k)
+	}
+	return b
+}
+
+var readyKeyNames = [readyKeys]string{
+	"max_model_len", "num_gpu_blocks", "dp_stats_address", "block_size", "mamba_block_size",
+	"dtype", "vllm_version", "world_size", "data_parallel_size", "kv_cache_size_tokens",
+	"kv_cache_max_concurrency", "tensor_parallel_size", "pipeline_parallel_size",
+	"decode_context_parallel_size", "data_parallel_rank", "max_num_seqs",
+	"max_num_batched_tokens", "instance_id", "supports_lora", "max_loras", "coord_store_port",
+	"coordinator_input_address", "coordinator_output_address", "kv_events_config",
+	"weight_transfer_backend", "enable_sleep_mode", "supports_draft_weight_updates",
+}
+
+// appendReadyValue writes r's value for registration key k (nil when r has none).
+func appendReadyValue(b []byte, r *ReadyResponse, k string) []byte {
+	switch k {
+	case "max_model_len":
+		return appendOptInt(b, r.MaxModelLen)
+	case "num_gpu_blocks":
+		return appendOptInt(b, r.NumGPUBlocks)
+	case "dp_stats_address":
+		return appendOptStr(b, r.DPStatsAddress)
+	case "block_size":
+		return appendOptInt(b, r.BlockSize)
+	case "mamba_block_size":
+		return appendOptInt(b, r.MambaBlockSize)
+	case "dtype":
+		return appendOptStr(b, r.DType)
+	case "vllm_version":
+		return appendOptStr(b, r.VLLMVersion)
+	case "world_size":
+		return appendOptInt(b, r.WorldSize)
+	case "data_parallel_size":
+		return appendOptInt(b, r.DataParallelSize)
+	case "kv_cache_size_tokens":
+		return appendOptInt(b, r.KVCacheSizeTokens)
+	case "kv_cache_max_concurrency":
+		return appendRaw(b, r.KVCacheMaxConcurrency)
+	case "tensor_parallel_size":
+		return appendOptInt(b, r.TensorParallelSize)
+	case "pipeline_parallel_size":
+		return appendOptInt(b, r.PipelineParallelSize)
+	case "decode_context_parallel_size":
+		return appendOptInt(b, r.DecodeContextParallelSize)
+	case "data_parallel_rank":
+		return appendOptInt(b, r.DataParallelRank)
+	case "max_num_seqs":
+		return appendOptInt(b, r.MaxNumSeqs)
+	case "max_num_batched_tokens":
+		return appendOptInt(b, r.MaxNumBatchedTokens)
+	case "instance_id":
+		return appendOptStr(b, r.InstanceID)
+	case "supports_lora":
+		return appendOptBool(b, r.SupportsLoRA)
+	case "max_loras":
+		return appendOptInt(b, r.MaxLoRAs)
+	case "coord_store_port":
+		return appendOptInt(b, r.CoordStorePort)
+	case "coordinator_input_address":
+		return appendOptStr(b, r.CoordinatorInputAddress)
+	case "coordinator_output_address":
+		return appendOptStr(b, r.CoordinatorOutputAddress)
+	case "kv_events_config":
+		return appendRaw(b, r.KVEventsConfig)
+	case "weight_transfer_backend":
+		return appendOptStr(b, r.WeightTransferBackend)
+	case "enable_sleep_mode":
+		return appendOptBool(b, r.EnableSleepMode)
+	case "supports_draft_weight_updates":
+		return appendOptBool(b, r.SupportsDraftWeightUpdates)
+	}
+	for _, f := range r.Unknown {
+		if f.Key == k {
+			return appendRaw(b, f.Value)
+		}
+	}
+	return appendNil(b)
 }
 
 // DecodeReadyResponse decodes a registration frame. An empty frame gives Empty=true;
@@ -94,6 +135,7 @@ func DecodeReadyResponse(body []byte) (ReadyResponse, error) {
 		if err != nil {
 			return r, fieldErr(err, typ, "")
 		}
+		r.Keys = append(r.Keys, string(k))
 		switch string(k) {
 		case "max_model_len":
 			r.MaxModelLen, err = rd.optInt()

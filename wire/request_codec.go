@@ -2,13 +2,6 @@ package wire
 
 import "slices"
 
-// addFields is the number of EngineCoreRequest fields msgspec 0.19 writes (0..20);
-// kv_hints (21) is appended only when set.
-const (
-	addFields         = 21
-	addRequiredFields = 9
-)
-
 // typeFrames backs TypeFrame: one static byte per request type.
 var typeFrames = [4]byte{RequestAdd, RequestAbort, RequestStartDPWave, RequestUtility}
 
@@ -30,11 +23,20 @@ func ParseRequestType(frame []byte) (byte, error) {
 	return frame[0], nil
 }
 
-// AppendAdd appends the ADD body for r to dst and returns it with the aux frames its
-// large tensors need (nil when there are none): 21 positional fields, plus kv_hints
-// when set. Call Validate (after Prepare) before sending: AppendAdd only refuses
-// what cannot be encoded at all, and a prompt_embeds tensor the engine cannot view.
+// AppendAdd appends the ADD body for r in the native (newest) layout; see
+// Layout.AppendAdd.
 func AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [][]byte, err error) {
+	return Native().AppendAdd(dst, r)
+}
+
+// AppendAdd appends the ADD body for r to dst in l and returns it with the aux frames
+// its large tensors need (nil when there are none): every field of l, as vLLM's own
+// frontend of that release writes them. It refuses (*LayoutError) a request that
+// sets something l has no place for, rather than leave it out: the engine would run
+// a different request than the one asked for. Call Validate (after Prepare) before
+// sending: AppendAdd only refuses what cannot be encoded at all, and a prompt_embeds
+// tensor the engine cannot view.
+func (l *Layout) AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [][]byte, err error) {
 	if r == nil {
 		return dst, nil, ErrNilRequest
 	}
@@ -48,60 +50,163 @@ func AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [][]byte, err
 			return dst, nil, &EncodeError{Type: "EngineCoreRequest", Field: "prompt_embeds", Msg: err.(*ValidationError).Field + ": " + err.(*ValidationError).Msg}
 		}
 	}
-	b := dst
-	if r.KVHints != nil {
-		b = appendArrayHeader(b, addFields+1)
-	} else {
-		b = appendArrayHeader(b, addFields)
+	if err := l.fits(r); err != nil {
+		return dst, nil, err
 	}
-	b = appendStr(b, r.RequestID)
-	if r.PromptTokenIDs == nil {
-		b = appendNil(b)
-	} else {
-		b = appendInts(b, r.PromptTokenIDs)
-	}
-	b = appendRaw(b, r.MMFeatures)
-	if r.Sampling != nil {
-		b = appendSampling(b, r.Sampling)
-	} else {
-		b = appendNil(b)
-	}
-	b = appendRaw(b, r.PoolingParams)
-	b = appendFloat(b, r.ArrivalTime)
-	if r.LoRA != nil {
-		b = appendLoRA(b, r.LoRA)
-	} else {
-		b = appendNil(b)
-	}
-	b = appendOptStr(b, r.CacheSalt)
-	b = appendOptInt(b, r.DataParallelRank)
-	if r.PromptEmbeds != nil {
-		b, aux = appendTensor(b, r.PromptEmbeds, aux)
-	} else {
-		b = appendNil(b)
-	}
-	if r.PromptIsTokenIDs == nil {
-		b = appendNil(b)
-	} else {
-		b = appendArrayHeader(b, len(r.PromptIsTokenIDs))
-		for _, v := range r.PromptIsTokenIDs {
-			b = appendBool(b, v)
+	// _eos_token_id travels at eos_token_id in the older layouts.
+	allow := l.sampling &^ l.eosBit()
+	b := appendArrayHeader(dst, len(l.req))
+	for _, s := range l.req {
+		switch s.id {
+		case reqRequestID:
+			b = appendStr(b, r.RequestID)
+		case reqPromptTokenIDs:
+			if r.PromptTokenIDs == nil {
+				b = appendNil(b)
+			} else {
+				b = appendInts(b, r.PromptTokenIDs)
+			}
+		case reqMMFeatures:
+			b = appendRaw(b, r.MMFeatures)
+		case reqSampling:
+			if r.Sampling == nil {
+				b = appendNil(b)
+				break
+			}
+			var dropped uint64
+			b, dropped = appendSampling(b, r.Sampling, allow)
+			if dropped &^= l.harmless(r.Sampling) | l.eosBit(); dropped != 0 {
+				return dst, nil, &LayoutError{Layout: l.Name, Field: "sampling_params." + firstBitName(dropped, samplingKeyNames[:]),
+					Msg: "not known to engines of this vLLM release"}
+			}
+		case reqPooling:
+			b = appendRaw(b, r.PoolingParams)
+		case reqEOSTokenID:
+			if r.Sampling != nil {
+				b = appendOptInt(b, r.Sampling.EOSTokenID)
+			} else {
+				b = appendNil(b)
+			}
+		case reqArrivalTime:
+			b = appendFloat(b, r.ArrivalTime)
+		case reqLoRA:
+			if r.LoRA != nil {
+				b = l.appendLoRA(b, r.LoRA)
+			} else {
+				b = appendNil(b)
+			}
+		case reqCacheSalt:
+			b = appendOptStr(b, r.CacheSalt)
+		case reqDPRank:
+			b = appendOptInt(b, r.DataParallelRank)
+		case reqPromptEmbeds:
+			if r.PromptEmbeds != nil {
+				b, aux = appendTensor(b, r.PromptEmbeds, aux)
+			} else {
+				b = appendNil(b)
+			}
+		case reqPromptIsTokenIDs:
+			if r.PromptIsTokenIDs == nil {
+				b = appendNil(b)
+			} else {
+				b = appendArrayHeader(b, len(r.PromptIsTokenIDs))
+				for _, v := range r.PromptIsTokenIDs {
+					b = appendBool(b, v)
+				}
+			}
+		case reqClientIndex:
+			b = appendInt(b, r.ClientIndex)
+		case reqCurrentWave:
+			b = appendInt(b, r.CurrentWave)
+		case reqPriority:
+			b = appendInt(b, r.Priority)
+		case reqTraceHeaders:
+			b = appendStrMap(b, r.TraceHeaders)
+		case reqResumable:
+			b = appendBool(b, r.Resumable)
+		case reqExternalReqID:
+			b = appendOptStr(b, r.ExternalReqID)
+		case reqReasoningEnded:
+			b = appendOptBool(b, r.ReasoningEnded)
+		case reqReasoningParserKwargs:
+			b = appendRaw(b, r.ReasoningParserKwargs)
+		case reqAbortImmediately:
+			b = appendBool(b, r.AbortImmediately)
+		case reqSessionID:
+			b = appendOptStr(b, r.SessionID)
+		case reqKVHints:
+			b = appendRaw(b, r.KVHints)
+		default:
+			b = append(b, s.def...)
 		}
 	}
-	b = appendInt(b, r.ClientIndex)
-	b = appendInt(b, r.CurrentWave)
-	b = appendInt(b, r.Priority)
-	b = appendStrMap(b, r.TraceHeaders)
-	b = appendBool(b, r.Resumable)
-	b = appendOptStr(b, r.ExternalReqID)
-	b = appendOptBool(b, r.ReasoningEnded)
-	b = appendRaw(b, r.ReasoningParserKwargs)
-	b = appendBool(b, r.AbortImmediately)
-	b = appendOptStr(b, r.SessionID)
-	if r.KVHints != nil {
-		b = appendRaw(b, r.KVHints)
-	}
 	return b, aux, nil
+}
+
+// eosBit is _eos_token_id's bit for layouts that carry the EOS id in the request.
+func (l *Layout) eosBit() uint64 {
+	if l.eosInRequest {
+		return 1 << 28
+	}
+	return 0
+}
+
+// harmless is the set keys of p whose value is what an engine that does not know the
+// key does anyway, so leaving them out does not change the request:
+// skip_reading_prefix_cache false (post-init's value when prompt logprobs are off).
+func (l *Layout) harmless(p *SamplingParams) uint64 {
+	var h uint64
+	if p.SkipReadingPrefixCache.Valid && !p.SkipReadingPrefixCache.Value {
+		h |= 1 << 36
+	}
+	return h
+}
+
+// fits refuses a request that sets a field l has no place for, or a pass-through
+// value written for another layout.
+func (l *Layout) fits(r *EngineCoreRequest) error {
+	miss := func(id uint8, set bool) error {
+		if set && l.reqHas&(1<<id) == 0 {
+			return &LayoutError{Layout: l.Name, Field: requestFieldNames[id], Msg: "engines of this vLLM release have no such field"}
+		}
+		return nil
+	}
+	for _, c := range [...]struct {
+		id  uint8
+		set bool
+	}{
+		{reqMMFeatures, r.MMFeatures != nil}, {reqPooling, r.PoolingParams != nil},
+		{reqLoRA, r.LoRA != nil}, {reqCacheSalt, r.CacheSalt.Valid},
+		{reqDPRank, r.DataParallelRank.Valid}, {reqPromptEmbeds, r.PromptEmbeds != nil},
+		{reqPromptIsTokenIDs, r.PromptIsTokenIDs != nil}, {reqCurrentWave, r.CurrentWave != 0},
+		{reqPriority, r.Priority != 0}, {reqTraceHeaders, r.TraceHeaders != nil},
+		// external_req_id only names the request in the engine's logs and events
+		// (the user's id); a release without it is told nothing less.
+		{reqResumable, r.Resumable},
+		{reqReasoningEnded, r.ReasoningEnded.Valid}, {reqReasoningParserKwargs, r.ReasoningParserKwargs != nil},
+		{reqAbortImmediately, r.AbortImmediately}, {reqSessionID, r.SessionID.Valid},
+		{reqKVHints, r.KVHints != nil},
+	} {
+		if err := miss(c.id, c.set); err != nil {
+			return err
+		}
+	}
+	if !l.Native {
+		// Raw values are written as the client protocol (the native layout) shaped
+		// them; their inner structs moved between releases too.
+		for _, c := range [...]struct {
+			id  uint8
+			set bool
+		}{{reqMMFeatures, r.MMFeatures != nil}, {reqPooling, r.PoolingParams != nil}, {reqKVHints, r.KVHints != nil}} {
+			if c.set {
+				return &LayoutError{Layout: l.Name, Field: requestFieldNames[c.id], Msg: "passed through only to engines of the native layout (" + Native().Name + ")"}
+			}
+		}
+	}
+	if r.LoRA != nil && l.lora == nil {
+		return &LayoutError{Layout: l.Name, Field: "lora_request", Msg: "LoRARequest's fields are not known for this vLLM release; load a layout file generated from its classes"}
+	}
+	return nil
 }
 
 // appendStrMap writes a {str: str} map (nil map = msgpack nil) with sorted keys, so
@@ -124,24 +229,46 @@ func appendStrMap(b []byte, m map[string]string) []byte {
 	return b
 }
 
-// appendLoRA writes all seven LoRARequest fields.
-func appendLoRA(b []byte, l *LoRARequest) []byte {
-	b = append(b, 0x97)
-	b = appendStr(b, l.Name)
-	b = appendInt(b, l.IntID)
-	b = appendStr(b, l.Path)
-	b = appendOptStr(b, l.BaseModelName)
-	b = appendRaw(b, l.TensorizerConfigDict)
-	b = appendBool(b, l.LoadInplace)
-	return appendBool(b, l.Is3DLoRAWeight)
+// appendLoRA writes every LoRARequest field of l.
+func (l *Layout) appendLoRA(b []byte, lr *LoRARequest) []byte {
+	b = appendArrayHeader(b, len(l.lora))
+	for _, s := range l.lora {
+		switch s.id {
+		case loraName:
+			b = appendStr(b, lr.Name)
+		case loraIntID:
+			b = appendInt(b, lr.IntID)
+		case loraPath:
+			b = appendStr(b, lr.Path)
+		case loraBaseModelName:
+			b = appendOptStr(b, lr.BaseModelName)
+		case loraTensorizerConfigDict:
+			b = appendRaw(b, lr.TensorizerConfigDict)
+		case loraLoadInplace:
+			b = appendBool(b, lr.LoadInplace)
+		case lora3DWeight:
+			b = appendBool(b, lr.Is3DLoRAWeight)
+		default:
+			b = append(b, s.def...)
+		}
+	}
+	return b
 }
 
-// DecodeAdd decodes an ADD (frames[0] the body, frames[1:] aux frames) as strictly
-// as the engine's msgspec decode does: the 9 required fields must be present, every
-// field must have its declared type, trailing extra fields are ignored. Raw fields
-// and tensor data alias the frames. It does not run SamplingParams' post-init
-// checks; call Validate for those.
+// DecodeAdd decodes an ADD in the native layout; see Layout.DecodeAdd.
 func DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
+	return Native().DecodeAdd(frames, req)
+}
+
+// DecodeAdd decodes an ADD of layout l (frames[0] the body, frames[1:] aux frames) as
+// strictly as the engine's msgspec decode does: l's required fields must be present,
+// every field must have its declared type, trailing extra fields are ignored. It is
+// stricter than an engine in one way: a SamplingParams key l does not list is an
+// error (an engine would ignore it, and run another request than the one meant). An
+// eos_token_id field (older layouts) lands in Sampling.EOSTokenID. Raw fields and
+// tensor data alias the frames. It does not run SamplingParams' post-init checks;
+// call Validate for those.
+func (l *Layout) DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
 	const typ = "EngineCoreRequest"
 	*req = EngineCoreRequest{}
 	if len(frames) == 0 {
@@ -152,19 +279,32 @@ func DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
 	if err != nil {
 		return fieldErr(err, typ, "")
 	}
-	if n < addRequiredFields {
-		return &DecodeError{Type: typ, Msg: "expected at least 9 fields, got " + itoa(n)}
+	if n < l.RequestRequired {
+		return &DecodeError{Type: typ, Msg: "expected at least " + itoa(l.RequestRequired) + " fields, got " + itoa(n)}
 	}
-	for i := range n {
-		if i > 21 {
-			if err := r.skipRest(n - i); err != nil {
-				return fieldErr(err, typ, "")
+	var eos OptInt
+	for i := range min(n, len(l.req)) {
+		id := l.req[i].id
+		switch id {
+		case reqEOSTokenID:
+			eos, err = r.optInt()
+		case reqLoRA:
+			if !r.nextNil() {
+				if l.lora == nil {
+					return &DecodeError{Type: typ, Field: "lora_request", Offset: r.off, Msg: "LoRARequest's fields are unknown for layout " + l.Name}
+				}
+				req.LoRA = new(LoRARequest)
+				err = r.lora(req.LoRA, l.lora)
 			}
-			break
+		default:
+			err = r.addField(frames, req, id)
 		}
-		if err := r.addField(frames, req, i); err != nil {
-			return fieldErr(err, typ, addFieldNames[i])
+		if err != nil {
+			return fieldErr(err, typ, l.Request[i].Name)
 		}
+	}
+	if err := r.skipRest(n - len(l.req)); err != nil {
+		return fieldErr(err, typ, "")
 	}
 	if !r.done() {
 		return &DecodeError{Type: typ, Offset: r.off, Msg: "trailing bytes after the request"}
@@ -172,44 +312,56 @@ func DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
 	if (req.Sampling == nil) == (req.PoolingParams == nil) {
 		return &DecodeError{Type: typ, Field: "sampling_params", Msg: "exactly one of sampling_params and pooling_params must be set"}
 	}
+	if p := req.Sampling; p != nil {
+		if l.eosInRequest {
+			if p.EOSTokenID.Valid {
+				return &DecodeError{Type: typ, Field: "sampling_params", Msg: "_eos_token_id: layout " + l.Name + " carries the EOS id in eos_token_id"}
+			}
+			p.EOSTokenID = eos
+		}
+		if !l.Native { // the native layout keeps unknown keys in Unknown; Validate refuses them
+			if err := l.knowsSampling(p); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
-var addFieldNames = [...]string{
-	"request_id", "prompt_token_ids", "mm_features", "sampling_params", "pooling_params",
-	"arrival_time", "lora_request", "cache_salt", "data_parallel_rank", "prompt_embeds",
-	"prompt_is_token_ids", "client_index", "current_wave", "priority", "trace_headers",
-	"resumable", "external_req_id", "reasoning_ended", "reasoning_parser_kwargs",
-	"abort_immediately", "session_id", "kv_hints",
+// knowsSampling refuses a decoded SamplingParams holding a key l does not list.
+func (l *Layout) knowsSampling(p *SamplingParams) error {
+	if _, dropped := appendSampling(nil, p, l.sampling|l.eosBit()); dropped != 0 {
+		k := firstBitName(dropped, samplingKeyNames[:])
+		if dropped&samplingUnknownBit != 0 && len(p.Unknown) > 0 {
+			k = p.Unknown[0].Key
+		}
+		return &DecodeError{Type: "SamplingParams", Field: k, Msg: "not a key of layout " + l.Name}
+	}
+	return nil
 }
 
-func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, i int) (err error) {
-	switch i {
-	case 0:
+func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, id uint8) (err error) {
+	switch id {
+	case reqRequestID:
 		q.RequestID, err = r.str()
-	case 1:
+	case reqPromptTokenIDs:
 		q.PromptTokenIDs, err = r.optInts()
-	case 2:
+	case reqMMFeatures:
 		q.MMFeatures, err = r.rawOf(kindArray)
-	case 3:
+	case reqSampling:
 		if !r.nextNil() {
 			q.Sampling = new(SamplingParams)
 			err = r.samplingParams(q.Sampling)
 		}
-	case 4:
+	case reqPooling:
 		q.PoolingParams, err = r.rawOf(kindArray)
-	case 5:
+	case reqArrivalTime:
 		q.ArrivalTime, err = r.float()
-	case 6:
-		if !r.nextNil() {
-			q.LoRA = new(LoRARequest)
-			err = r.lora(q.LoRA)
-		}
-	case 7:
+	case reqCacheSalt:
 		q.CacheSalt, err = r.optStr()
-	case 8:
+	case reqDPRank:
 		q.DataParallelRank, err = r.optInt()
-	case 9:
+	case reqPromptEmbeds:
 		start := r.off
 		if q.PromptEmbeds, err = r.optTensor(frames); err == nil && q.PromptEmbeds != nil {
 			// The engine's decode hook (_decode_tensor) raises on these; AppendAdd
@@ -219,7 +371,7 @@ func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, i int) (err err
 				err = &DecodeError{Type: "Tensor", Field: ve.Field, Offset: start, Msg: ve.Msg}
 			}
 		}
-	case 10:
+	case reqPromptIsTokenIDs:
 		if r.nextNil() {
 			return nil
 		}
@@ -233,28 +385,30 @@ func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, i int) (err err
 				return err
 			}
 		}
-	case 11:
+	case reqClientIndex:
 		q.ClientIndex, err = r.int()
-	case 12:
+	case reqCurrentWave:
 		q.CurrentWave, err = r.int()
-	case 13:
+	case reqPriority:
 		q.Priority, err = r.int()
-	case 14:
+	case reqTraceHeaders:
 		q.TraceHeaders, err = r.strMap()
-	case 15:
+	case reqResumable:
 		q.Resumable, err = r.bool()
-	case 16:
+	case reqExternalReqID:
 		q.ExternalReqID, err = r.optStr()
-	case 17:
+	case reqReasoningEnded:
 		q.ReasoningEnded, err = r.optBool()
-	case 18:
+	case reqReasoningParserKwargs:
 		q.ReasoningParserKwargs, err = r.rawOf(kindMap)
-	case 19:
+	case reqAbortImmediately:
 		q.AbortImmediately, err = r.bool()
-	case 20:
+	case reqSessionID:
 		q.SessionID, err = r.optStr()
-	case 21:
+	case reqKVHints:
 		q.KVHints, err = r.rawOf(kindMap)
+	default:
+		err = r.skip()
 	}
 	return err
 }
@@ -283,8 +437,9 @@ func (r *reader) strMap() (map[string]string, error) {
 	return m, nil
 }
 
-// lora reads a LoRARequest array: name and int id are required, the rest default.
-func (r *reader) lora(l *LoRARequest) error {
+// lora reads a LoRARequest array of the given layout: name and int id are required,
+// the rest default.
+func (r *reader) lora(l *LoRARequest, slots []slot) error {
 	const typ = "LoRARequest"
 	n, err := r.arrayHeader()
 	if err != nil {
@@ -293,27 +448,29 @@ func (r *reader) lora(l *LoRARequest) error {
 	if n < 2 {
 		return &DecodeError{Type: typ, Offset: r.off, Msg: "expected at least 2 fields, got " + itoa(n)}
 	}
-	names := [...]string{"lora_name", "lora_int_id", "lora_path", "base_model_name", "tensorizer_config_dict", "load_inplace", "is_3d_lora_weight"}
-	for i := range min(n, len(names)) {
-		switch i {
-		case 0:
+	for i := range min(n, len(slots)) {
+		id := slots[i].id
+		switch id {
+		case loraName:
 			l.Name, err = r.str()
-		case 1:
+		case loraIntID:
 			l.IntID, err = r.int()
-		case 2:
+		case loraPath:
 			l.Path, err = r.str()
-		case 3:
+		case loraBaseModelName:
 			l.BaseModelName, err = r.optStr()
-		case 4:
+		case loraTensorizerConfigDict:
 			l.TensorizerConfigDict, err = r.rawOf(kindMap)
-		case 5:
+		case loraLoadInplace:
 			l.LoadInplace, err = r.bool()
-		case 6:
+		case lora3DWeight:
 			l.Is3DLoRAWeight, err = r.bool()
+		default:
+			err = r.skip()
 		}
 		if err != nil {
-			return fieldErr(err, typ, names[i])
+			return fieldErr(err, typ, loraFieldNames[id])
 		}
 	}
-	return fieldErr(r.skipRest(n-len(names)), typ, "")
+	return fieldErr(r.skipRest(n-len(slots)), typ, "")
 }

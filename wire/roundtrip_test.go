@@ -79,7 +79,7 @@ var rawEqual = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().Type() == 
 	return ea == nil && eb == nil && cmp.Equal(ga, gb)
 }))
 
-var roundtripOpts = cmp.Options{rawEqual, cmpopts.IgnoreFields(Tensor{}, "AuxIndex"), cmpopts.IgnoreFields(SchedulerStats{}, "Raw")}
+var roundtripOpts = cmp.Options{rawEqual, cmpopts.IgnoreFields(Tensor{}, "AuxIndex"), cmpopts.IgnoreFields(SchedulerStats{}, "Raw"), ignoreKeys}
 
 type roundtripCase struct {
 	typ    int // request type byte, or -1 for messages without a type frame

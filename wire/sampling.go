@@ -5,191 +5,160 @@ package wire
 // the engine restores every absent key's default. Key order does not matter on the
 // wire; we write vLLM's declaration order so our bytes match a Python frontend's.
 
-// appendSampling writes p as a sparse map.
-func appendSampling(b []byte, p *SamplingParams) []byte {
+// appendSampling writes p as a sparse map, leaving out every set key whose bit is not
+// in allow (bit i for samplingKeyNames[i], bit 63 for Unknown keys) and reporting
+// those in dropped: a layout's engines do not know them, and the caller decides
+// whether leaving one out changes the request (it refuses it then).
+func appendSampling(b []byte, p *SamplingParams, allow uint64) (_ []byte, dropped uint64) {
 	// msgspec writes an omit_defaults map with a map16 header whatever the count (it
 	// reserves the header before it knows how many fields differ); so do we.
 	pos := len(b)
 	b = append(b, 0xde, 0, 0)
 	n := 0
-	key := func(k string) {
+	key := func(k string, bit uint) bool {
+		if allow&(1<<bit) == 0 {
+			dropped |= 1 << bit
+			return false
+		}
 		b = appendStr(b, k)
 		n++
+		return true
 	}
-	if p.N != 1 {
-		key("n")
+	if p.N != 1 && key("n", 0) {
 		b = appendInt(b, p.N)
 	}
-	if p.PresencePenalty != 0 {
-		key("presence_penalty")
+	if p.PresencePenalty != 0 && key("presence_penalty", 1) {
 		b = appendFloat(b, p.PresencePenalty)
 	}
-	if p.FrequencyPenalty != 0 {
-		key("frequency_penalty")
+	if p.FrequencyPenalty != 0 && key("frequency_penalty", 2) {
 		b = appendFloat(b, p.FrequencyPenalty)
 	}
-	if p.RepetitionPenalty != 1 {
-		key("repetition_penalty")
+	if p.RepetitionPenalty != 1 && key("repetition_penalty", 3) {
 		b = appendFloat(b, p.RepetitionPenalty)
 	}
-	if p.Temperature != 1 {
-		key("temperature")
+	if p.Temperature != 1 && key("temperature", 4) {
 		b = appendFloat(b, p.Temperature)
 	}
-	if p.TopP != 1 {
-		key("top_p")
+	if p.TopP != 1 && key("top_p", 5) {
 		b = appendFloat(b, p.TopP)
 	}
-	if p.TopK != 0 {
-		key("top_k")
+	if p.TopK != 0 && key("top_k", 6) {
 		b = appendInt(b, p.TopK)
 	}
-	if p.MinP != 0 {
-		key("min_p")
+	if p.MinP != 0 && key("min_p", 7) {
 		b = appendFloat(b, p.MinP)
 	}
-	if p.Seed.Valid {
-		key("seed")
+	if p.Seed.Valid && key("seed", 8) {
 		b = appendInt(b, p.Seed.Value)
 	}
-	if p.Stop != nil {
-		key("stop")
+	if p.Stop != nil && key("stop", 9) {
 		b = appendStrs(b, p.Stop)
 	}
-	if p.StopTokenIDs != nil {
-		key("stop_token_ids")
+	if p.StopTokenIDs != nil && key("stop_token_ids", 10) {
 		b = appendInts(b, p.StopTokenIDs)
 	}
-	if p.IgnoreEOS {
-		key("ignore_eos")
+	if p.IgnoreEOS && key("ignore_eos", 11) {
 		b = appendBool(b, true)
 	}
-	if !p.MaxTokens.Valid || p.MaxTokens.Value != 16 {
-		key("max_tokens")
+	if !p.MaxTokens.Valid || p.MaxTokens.Value != 16 && key("max_tokens", 12) {
 		b = appendOptInt(b, p.MaxTokens)
 	}
-	if p.MinTokens != 0 {
-		key("min_tokens")
+	if p.MinTokens != 0 && key("min_tokens", 13) {
 		b = appendInt(b, p.MinTokens)
 	}
-	if p.Logprobs.Valid {
-		key("logprobs")
+	if p.Logprobs.Valid && key("logprobs", 14) {
 		b = appendInt(b, p.Logprobs.Value)
 	}
-	if p.PromptLogprobs.Valid {
-		key("prompt_logprobs")
+	if p.PromptLogprobs.Valid && key("prompt_logprobs", 15) {
 		b = appendInt(b, p.PromptLogprobs.Value)
 	}
-	if p.PromptLogprobTokenIDs != nil {
-		key("prompt_logprob_token_ids")
+	if p.PromptLogprobTokenIDs != nil && key("prompt_logprob_token_ids", 16) {
 		b = appendInts(b, p.PromptLogprobTokenIDs)
 	}
-	if p.PromptLogprobStart.Valid {
-		key("prompt_logprob_start")
+	if p.PromptLogprobStart.Valid && key("prompt_logprob_start", 17) {
 		b = appendInt(b, p.PromptLogprobStart.Value)
 	}
-	if p.LogprobTokenIDs != nil {
-		key("logprob_token_ids")
+	if p.LogprobTokenIDs != nil && key("logprob_token_ids", 18) {
 		b = appendInts(b, p.LogprobTokenIDs)
 	}
-	if p.FlatLogprobs {
-		key("flat_logprobs")
+	if p.FlatLogprobs && key("flat_logprobs", 19) {
 		b = appendBool(b, true)
 	}
-	if !p.Detokenize {
-		key("detokenize")
+	if !p.Detokenize && key("detokenize", 20) {
 		b = appendBool(b, false)
 	}
-	if !p.SkipSpecialTokens {
-		key("skip_special_tokens")
+	if !p.SkipSpecialTokens && key("skip_special_tokens", 21) {
 		b = appendBool(b, false)
 	}
-	if !p.SpacesBetweenSpecialTokens {
-		key("spaces_between_special_tokens")
+	if !p.SpacesBetweenSpecialTokens && key("spaces_between_special_tokens", 22) {
 		b = appendBool(b, false)
 	}
-	if p.IncludeStopStrInOutput {
-		key("include_stop_str_in_output")
+	if p.IncludeStopStrInOutput && key("include_stop_str_in_output", 23) {
 		b = appendBool(b, true)
 	}
-	if p.OutputKind != 0 {
-		key("output_kind")
+	if p.OutputKind != 0 && key("output_kind", 24) {
 		b = appendInt(b, p.OutputKind)
 	}
-	if p.StreamInterval.Valid {
-		key("stream_interval")
+	if p.StreamInterval.Valid && key("stream_interval", 25) {
 		b = appendInt(b, p.StreamInterval.Value)
 	}
-	if p.SkipClone {
-		key("skip_clone")
+	if p.SkipClone && key("skip_clone", 26) {
 		b = appendBool(b, true)
 	}
-	if p.OutputTextBufferLength != 0 {
-		key("output_text_buffer_length")
+	if p.OutputTextBufferLength != 0 && key("output_text_buffer_length", 27) {
 		b = appendInt(b, p.OutputTextBufferLength)
 	}
-	if p.EOSTokenID.Valid {
-		key("_eos_token_id")
+	if p.EOSTokenID.Valid && key("_eos_token_id", 28) {
 		b = appendInt(b, p.EOSTokenID.Value)
 	}
-	if len(p.AllStopTokenIDs) > 0 { // the default is an empty set, so [] is omitted too
-		key("_all_stop_token_ids")
+	// The default is an empty set, so [] is omitted too.
+	if len(p.AllStopTokenIDs) > 0 && key("_all_stop_token_ids", 29) {
 		b = appendInts(b, p.AllStopTokenIDs)
 	}
-	if p.StructuredOutputs != nil {
-		key("structured_outputs")
+	if p.StructuredOutputs != nil && key("structured_outputs", 30) {
 		b = appendRaw(b, p.StructuredOutputs)
 	}
-	if p.LogitBias != nil {
-		key("logit_bias")
+	if p.LogitBias != nil && key("logit_bias", 31) {
 		b = appendRaw(b, p.LogitBias)
 	}
-	if p.AllowedTokenIDs != nil {
-		key("allowed_token_ids")
+	if p.AllowedTokenIDs != nil && key("allowed_token_ids", 32) {
 		b = appendInts(b, p.AllowedTokenIDs)
 	}
-	if p.ExtraArgs != nil {
-		key("extra_args")
+	if p.ExtraArgs != nil && key("extra_args", 33) {
 		b = appendRaw(b, p.ExtraArgs)
 	}
-	if p.BadWords != nil {
-		key("bad_words")
+	if p.BadWords != nil && key("bad_words", 34) {
 		b = appendStrs(b, p.BadWords)
 	}
-	if p.BadWordsTokenIDs != nil {
-		key("_bad_words_token_ids")
+	if p.BadWordsTokenIDs != nil && key("_bad_words_token_ids", 35) {
 		b = appendRaw(b, p.BadWordsTokenIDs)
 	}
-	if p.SkipReadingPrefixCache.Valid {
-		key("skip_reading_prefix_cache")
+	if p.SkipReadingPrefixCache.Valid && key("skip_reading_prefix_cache", 36) {
 		b = appendBool(b, p.SkipReadingPrefixCache.Value)
 	}
-	if p.ThinkingTokenBudget.Valid {
-		key("thinking_token_budget")
+	if p.ThinkingTokenBudget.Valid && key("thinking_token_budget", 37) {
 		b = appendInt(b, p.ThinkingTokenBudget.Value)
 	}
-	if p.RepetitionDetection != nil {
-		key("repetition_detection")
+	if p.RepetitionDetection != nil && key("repetition_detection", 38) {
 		b = appendRaw(b, p.RepetitionDetection)
 	}
-	if p.RoutedExpertsPromptStart != 0 {
-		key("routed_experts_prompt_start")
+	if p.RoutedExpertsPromptStart != 0 && key("routed_experts_prompt_start", 39) {
 		b = appendInt(b, p.RoutedExpertsPromptStart)
 	}
-	if p.TraceDecodeTokenIDs != nil {
-		key("trace_decode_token_ids")
+	if p.TraceDecodeTokenIDs != nil && key("trace_decode_token_ids", 40) {
 		b = appendInts(b, p.TraceDecodeTokenIDs)
 	}
 	for _, f := range p.Unknown {
-		key(f.Key)
-		b = appendRaw(b, f.Value)
+		if key(f.Key, 63) {
+			b = appendRaw(b, f.Value)
+		}
 	}
 	if n > 0xffff { // only reachable through a huge Unknown list
 		hdr := appendMapHeader(nil, n)
-		return append(append(b[:pos:pos], hdr...), b[pos+3:]...)
+		return append(append(b[:pos:pos], hdr...), b[pos+3:]...), dropped
 	}
 	b[pos+1], b[pos+2] = byte(n>>8), byte(n)
-	return b
+	return b, dropped
 }
 
 // samplingParams decodes the map strictly, as msgspec types it for the engine:

@@ -18,7 +18,7 @@ func goodRequest() *EngineCoreRequest {
 }
 
 // TestNormalizeMatchesPython: Normalize turns a bare request into the map vLLM's
-// Python frontend sends (fixture add_minimal_python_shape).
+// Python frontend sends (the newest release's fixture add_minimal_python_shape).
 func TestNormalizeMatchesPython(t *testing.T) {
 	q := goodRequest()
 	q.RequestID = "req-1-a1b2c3d4"
@@ -27,7 +27,7 @@ func TestNormalizeMatchesPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range loadGolden(t) {
+	for _, f := range loadVersionFixtures(t, "newest").Fixtures {
 		if f.Name == "add_minimal_python_shape" {
 			if d := cmp.Diff(hexAll(f.frames[1:]), hexAll([][]byte{body})); d != "" {
 				t.Errorf("(-python +ours):\n%s", d)
