@@ -24,6 +24,10 @@ type OutputsDecoder struct {
 	ids    []byte  // every request id (and finished id), back to back
 	spans  []span  // where each entry's id and tokens sit in the scratch
 	fin    []span  // where each finished_requests id sits in ids
+
+	// The shortest and longest EngineCoreOutput array of the last Decode, for
+	// CheckLayout (0 when it had no entry).
+	minFields, maxFields int
 }
 
 type span struct{ idStart, idEnd, tokStart, tokEnd int }
@@ -47,6 +51,7 @@ func (d *OutputsDecoder) Decode(frames [][]byte, o *EngineCoreOutputs) error {
 		return &DecodeError{Type: typ, Msg: "no frames"}
 	}
 	d.tokens, d.ids, d.spans, d.fin = d.tokens[:0], d.ids[:0], d.spans[:0], d.fin[:0]
+	d.minFields, d.maxFields = 0, 0
 	if d.Layout == nil {
 		d.Layout = Native()
 	}
@@ -154,6 +159,10 @@ func (d *OutputsDecoder) output(r *reader, frames [][]byte, e *EngineCoreOutput)
 		return &DecodeError{Type: typ, Offset: r.off, Msg: "expected at least 2 fields (request_id, new_token_ids), got " + itoa(n)}
 	}
 	e.FinishReason = FinishNone
+	if d.minFields == 0 || n < d.minFields {
+		d.minFields = n
+	}
+	d.maxFields = max(d.maxFields, n)
 	var s span
 	slots := d.Layout.out
 	for i := range min(n, len(slots)) {
@@ -216,6 +225,34 @@ func (d *OutputsDecoder) output(r *reader, frames [][]byte, e *EngineCoreOutput)
 	}
 	d.spans = append(d.spans, s)
 	return fieldErr(r.skipRest(n-len(slots)), typ, "")
+}
+
+// CheckLayout confirms the last decoded message fits d.Layout exactly: msgspec writes
+// every field of an array_like struct, so each EngineCoreOutput must have as many
+// fields as the layout. Decode itself is lenient (a longer array's extra fields are
+// skipped); the frontend calls this on an engine's first outputs, where a mismatch
+// means it was placed on the wrong layout.
+func (d *OutputsDecoder) CheckLayout() error {
+	want := len(d.Layout.out)
+	if d.maxFields == 0 || d.minFields == want && d.maxFields == want {
+		return nil
+	}
+	got := d.maxFields
+	if d.maxFields == want {
+		got = d.minFields
+	}
+	return &LayoutMismatchError{Layout: d.Layout.Name, Msg: "EngineCoreOutput has " + itoa(got) + " fields, the layout " + itoa(want) + " (" + fieldList(d.Layout.Output) + ")"}
+}
+
+func fieldList(fs []Field) string {
+	var b []byte
+	for i, f := range fs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.Name...)
+	}
+	return string(b)
 }
 
 // appendInts reads [int] onto buf.
