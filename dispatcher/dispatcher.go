@@ -200,11 +200,18 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 	if d.cfg.Waves != nil {
 		req.CurrentWave = d.cfg.Waves.OnAdd(e.rank)
 	}
-	body, aux, err := wire.AppendAdd(wire.GetBuffer(), req)
+	lay := e.layout.Load()
+	if lay == nil {
+		lay = wire.Native()
+	}
+	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
 	if err != nil {
 		wire.PutBuffer(body)
 		d.rollbackLocked(r, outcomeSendFailed)
-		return false, fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
+		var le *wire.LayoutError
+		// A field this engine's vLLM release has no place for: nothing was sent,
+		// and an engine of another release may take it.
+		return errors.As(err, &le), fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
 	}
 	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
 		d.rollbackLocked(r, outcomeSendFailed)

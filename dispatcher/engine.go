@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // EngineState is an engine's state as Engines reports it.
@@ -44,6 +46,8 @@ type engine struct {
 	cause      atomic.Pointer[string]
 	// maxModelLen is the engine's registered context length, 0 = unknown.
 	maxModelLen atomic.Int64
+	// layout is the engine's vLLM wire layout (set before up, like maxModelLen).
+	layout atomic.Pointer[wire.Layout]
 
 	m engineMetrics
 }

@@ -20,6 +20,7 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	if e == nil {
 		e = &engine{rank: rank, m: d.m.forEngine(rank)}
 		e.maxModelLen.Store(lim.MaxModelLen)
+		e.layout.Store(lim.Layout)
 		e.up.Store(true)
 		d.engines.Store(set.with(e))
 		d.engMu.Unlock()
@@ -29,11 +30,13 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	d.engMu.Unlock()
 	if e.up.Load() {
 		e.maxModelLen.Store(lim.MaxModelLen)
+		e.layout.Store(lim.Layout)
 		return
 	}
 	e.observeLoad(0, 0, 0, 0) // a restarted engine is empty; no stats yet
 	e.cause.Store(nil)
 	e.maxModelLen.Store(lim.MaxModelLen) // before up: no request sees the old limits
+	e.layout.Store(lim.Layout)           // a restarted engine may run another vLLM release
 	e.up.Store(true)
 	d.log.Info("dispatcher: engine rejoined", "rank", rank, "max_model_len", lim.MaxModelLen)
 }

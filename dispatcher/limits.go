@@ -12,6 +12,9 @@ import (
 type EngineLimits struct {
 	// MaxModelLen is the engine's context length: prompt plus generated tokens.
 	MaxModelLen int64
+	// Layout is the engine's vLLM wire layout; its ADDs are encoded in it. Nil is
+	// the native (newest) layout.
+	Layout *wire.Layout
 }
 
 // PromptTooLongError refuses a request whose prompt does not fit the engine's

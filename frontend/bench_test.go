@@ -44,8 +44,10 @@ func dialRawEngine(tb testing.TB, hsAddr string, rank int) *rawEngine {
 	if e.in, err = transport.Dial(ctx, transport.Dealer, init.Addresses.Inputs[0], opt); err != nil {
 		tb.Fatal(err)
 	}
-	e.in.Send(wire.AppendReadyResponse(nil, &wire.ReadyResponse{MaxModelLen: wire.SomeInt(4096)}))
-	hs.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "READY", Headless: true}))
+	// A v0.21 engine's handshake: placed without probes.
+	v021 := wire.BuiltinLayout("v0.21")
+	e.in.Send(wire.AppendRegistration(nil, v021, &wire.ReadyResponse{MaxModelLen: wire.SomeInt(4096)}))
+	hs.Send(wire.AppendReady(nil, v021, &wire.HandshakeStatus{Status: "READY", Headless: true}))
 	return e
 }
 

@@ -98,16 +98,27 @@ func (f *Frontend) sharedOutputLoop() {
 			f.failShared(ErrEngineCoreDead)
 			continue
 		}
-		if err := dec.Decode(frames, &outs); err != nil {
+		// Engines of several vLLM releases share this socket: engine_index (the
+		// first field in every layout) says whose layout decodes the rest.
+		idx, err := wire.PeekEngineIndex(frames[0])
+		if err != nil {
 			f.failShared(fmt.Errorf("frontend: undecodable output: %w", err))
 			continue
 		}
-		e := f.table.Load().get(int(outs.EngineIndex))
-		if e == nil || outs.EngineIndex < 0 {
-			f.log.Warn("frontend: output for a rank this frontend does not manage", "engine_index", outs.EngineIndex)
+		e := f.table.Load().get(int(idx))
+		if e == nil || idx < 0 {
+			f.log.Warn("frontend: output for a rank this frontend does not manage", "engine_index", idx)
 			continue
 		}
-		e.deliver(&outs)
+		dec.Layout = e.layout.Load()
+		if err := dec.Decode(frames, &outs); err != nil {
+			// Attributable now: the engine_index was readable.
+			f.markDown(e, Dead, e.decodeError(err))
+			continue
+		}
+		if err := e.onOutputs(&dec, &outs); err != nil {
+			f.markDown(e, Dead, err)
+		}
 	}
 }
 

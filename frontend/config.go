@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Config configures a Frontend. Start from DefaultConfig.
@@ -57,6 +58,12 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Network opens sockets; nil = transport.ZMQ. Tests pass memtransport.
 	Network transport.Network
+	// Layouts places each engine on a vLLM wire layout at its handshake (see
+	// wire.LayoutSet); nil = the built-in layouts, nothing forced.
+	Layouts *wire.LayoutSet
+	// ClientIndex is this frontend's client index: the probes that tell older vLLM
+	// releases apart are UTILITY calls, answered on this client's output socket.
+	ClientIndex int64
 }
 
 // BootstrappedConfig: a launcher gave the engines these addresses; we bind them and

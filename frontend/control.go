@@ -16,15 +16,17 @@ const (
 	evHandshake     eventKind = iota // HELLO or READY on the handshake socket
 	evRegistration                   // first frame on an input socket
 	evHandshakeLeft                  // a handshake connection closed
+	evProbeReply                     // an engine answered a layout probe
 )
 
 type event struct {
-	kind   eventKind
-	id     wire.Identity
-	status wire.HandshakeStatus
-	reg    wire.ReadyResponse
-	err    error   // registration decode error; evHandshakeLeft: the transport's cause
-	e      *engine // registration: the generation whose socket it came in on (nil = shared)
+	kind    eventKind
+	id      wire.Identity
+	status  wire.HandshakeStatus
+	reg     wire.ReadyResponse
+	err     error               // registration decode error; evHandshakeLeft: the transport's cause
+	e       *engine             // registration: the generation whose socket it came in on (nil = shared); probe reply: the engine
+	utility *wire.UtilityOutput // evProbeReply
 }
 
 // run is the control loop: the only goroutine that advances handshakes, creates
@@ -46,6 +48,8 @@ func (f *Frontend) run() {
 				f.onRegistration(ev)
 			case evHandshakeLeft:
 				f.onHandshakeLeft(ev)
+			case evProbeReply:
+				f.onProbeReply(ev.e, ev.utility)
 			}
 		case now := <-tick.C:
 			f.check(now)
@@ -272,6 +276,10 @@ func (f *Frontend) onRegistration(ev event) {
 }
 
 func (f *Frontend) maybeUp(e *engine) {
+	if e.hs.seen() && e.hs.layout == nil && e.hs.prober == nil {
+		f.place(e) // comes back here once placed
+		return
+	}
 	if !e.hs.up() {
 		return
 	}

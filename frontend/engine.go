@@ -37,6 +37,11 @@ type engine struct {
 	inputGone    atomic.Int64 // unix nanos when the input DEALER disconnected; 0 = connected
 	info         atomic.Pointer[EngineInfo]
 	dead         atomic.Pointer[EngineDeadError] // set once, before st leaves Ready
+	// layout is the engine's vLLM wire layout once placed (nil before: only probe
+	// replies, which every layout frames alike, are read then). confirmed is set by
+	// the first output message with entries that fits it.
+	layout    atomic.Pointer[wire.Layout]
+	confirmed atomic.Bool
 
 	// deliverMu orders the handler calls of this engine: EngineUp, HandleOutputs...,
 	// EngineDown never overlap and EngineDown is the last one.
@@ -93,6 +98,17 @@ func (e *engine) enqueue(it sendItem) error {
 		return nil
 	default:
 		e.f.metrics.queueFull.Inc()
+		return &EngineStuckError{Rank: e.rank, Queued: len(e.sendq)}
+	}
+}
+
+// enqueueProbe queues a layout probe while the engine is still connecting: the one
+// message an engine is sent before it is placed on a layout.
+func (e *engine) enqueueProbe(body []byte) error {
+	select {
+	case e.sendq <- sendItem{typ: wire.RequestUtility, body: body}:
+		return nil
+	default:
 		return &EngineStuckError{Rank: e.rank, Queued: len(e.sendq)}
 	}
 }
@@ -235,11 +251,14 @@ func (e *engine) outputLoop() {
 			e.f.markDown(e, Dead, ErrEngineCoreDead)
 			continue
 		}
+		dec.Layout = e.layout.Load() // nil (native) until placed: probe replies only
 		if err := dec.Decode(frames, &outs); err != nil {
-			e.f.markDown(e, Dead, fmt.Errorf("frontend: undecodable output: %w", err))
+			e.f.markDown(e, Dead, e.decodeError(err))
 			continue
 		}
-		e.deliver(&outs)
+		if err := e.onOutputs(&dec, &outs); err != nil {
+			e.f.markDown(e, Dead, err)
+		}
 	}
 }
 

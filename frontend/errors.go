@@ -78,6 +78,7 @@ const (
 	PhaseHello        = "HELLO"
 	PhaseRegistration = "registration"
 	PhaseReady        = "READY"
+	PhaseLayout       = "layout" // placing the engine on a vLLM wire layout (UTILITY probes)
 )
 
 // PhaseTimeoutError: an engine did not complete a handshake phase in time.
@@ -110,3 +111,17 @@ func (e *HandshakeError) Error() string {
 
 // Unwrap returns the underlying error, if any.
 func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// LayoutRefusedError: the engine's vLLM wire layout could not be placed (an unknown
+// or too new vllm_version, a registration shape never seen, probe answers matching
+// no layout). It was sent nothing but probes; Msg says what it reported, which
+// layouts are known and the ways forward.
+type LayoutRefusedError struct {
+	Rank    int
+	Version string // the vllm_version it reported; empty when none
+	Msg     string
+}
+
+func (e *LayoutRefusedError) Error() string {
+	return fmt.Sprintf("frontend: engine rank %d refused: %s", e.Rank, e.Msg)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,11 +18,16 @@ import (
 
 // sendAll sends n requests of maxTokens to rank and returns their ids.
 func sendAll(t *testing.T, f *Frontend, rank, n int, maxTokens int64, prefix string) []string {
+	return sendAllLayout(t, f, rank, n, maxTokens, prefix, wire.Native())
+}
+
+// sendAllLayout is sendAll with the ADDs encoded in layout l.
+func sendAllLayout(t *testing.T, f *Frontend, rank, n int, maxTokens int64, prefix string, l *wire.Layout) []string {
 	t.Helper()
 	var ids []string
 	for j := range n {
 		id := fmt.Sprintf("%s-r%d-%d", prefix, rank, j)
-		if err := f.Send(rank, wire.RequestAdd, addBody(t, id, maxTokens, nil), nil); err != nil {
+		if err := f.Send(rank, wire.RequestAdd, addBodyLayout(t, l, id, maxTokens, nil), nil); err != nil {
 			t.Fatalf("send %s: %v", id, err)
 		}
 		ids = append(ids, id)
@@ -278,15 +284,26 @@ func TestRegistrationTimeout(t *testing.T) {
 	})
 }
 
-// Engines older than c8d98f81 register with an empty frame.
+// Engines older than c8d98f81 register with an empty frame: a v0.18 engine is placed
+// by UTILITY probes. An empty frame with a newer READY is a shape no release has: the
+// engine is refused and sent nothing.
 func TestEmptyRegistration(t *testing.T) {
 	rec := newRecorder()
-	f := startFrontend(t, testConfig(t, "ipc", 1), rec)
-	c := mockConfig(f.HandshakeAddress(), 0, 1)
-	c.Faults.EmptyRegistration = true
+	f := startFrontend(t, testConfig(t, "ipc", 2), rec)
+	c := mockConfig(f.HandshakeAddress(), 0, 2)
+	c.Layout = wire.BuiltinLayout("v0.18")
 	startMock(t, c)
-	waitReady(t, f, 1)
-	if info := f.Engines()[0]; !info.Ready.Empty {
-		t.Fatalf("registration %+v", info.Ready)
+	bad := mockConfig(f.HandshakeAddress(), 1, 2)
+	bad.Faults.EmptyRegistration = true
+	startMock(t, bad)
+	waitFor(t, f, "rank 0 ready, rank 1 refused", func(es []EngineInfo) bool {
+		return es[0].State == Ready && es[1].State == Dead
+	})
+	es := f.Engines()
+	if !es[0].Ready.Empty || es[0].Layout != c.Layout || !strings.Contains(es[0].LayoutHow, "probes") {
+		t.Fatalf("rank 0: %+v", es[0])
+	}
+	if !strings.Contains(es[1].Cause, "cannot be placed") || !strings.Contains(es[1].Cause, "--vllm-layout") {
+		t.Fatalf("rank 1 cause: %s", es[1].Cause)
 	}
 }

@@ -166,13 +166,20 @@ func waitReady(t *testing.T, f *Frontend, n int) {
 
 // addBody encodes an ADD into a pool buffer, as the dispatcher does.
 func addBody(t testing.TB, id string, maxTokens int64, mut func(*wire.SamplingParams)) []byte {
+	return addBodyLayout(t, wire.Native(), id, maxTokens, mut)
+}
+
+// addBodyLayout is addBody encoded in layout l, with an EOS id (which older layouts
+// carry at EngineCoreRequest.eos_token_id).
+func addBodyLayout(t testing.TB, l *wire.Layout, id string, maxTokens int64, mut func(*wire.SamplingParams)) []byte {
 	sp := wire.DefaultSamplingParams()
+	sp.SetEOS(wire.SomeInt(2))
 	sp.MaxTokens = wire.SomeInt(maxTokens)
 	if mut != nil {
 		mut(&sp)
 	}
 	req := wire.EngineCoreRequest{RequestID: id, PromptTokenIDs: []int64{1, 2, 3}, Sampling: &sp, ArrivalTime: 1767225600.25}
-	body, aux, err := wire.AppendAdd(wire.GetBuffer(), &req)
+	body, aux, err := l.AppendAdd(wire.GetBuffer(), &req)
 	if err != nil || aux != nil {
 		t.Fatalf("encoding ADD: %v", err)
 	}
@@ -194,3 +201,15 @@ func errIs[T error](err error) bool {
 
 var _ = filepath.Join
 var _ transport.Network = transport.ZMQ
+
+// waitFor polls Engines until cond holds (20 s at most).
+func waitFor(t *testing.T, f *Frontend, what string, cond func([]EngineInfo) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(f.Engines()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %+v", what, f.Engines())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -21,9 +21,15 @@ import (
 
 // pyEngine runs testdata/py_engine.py; the returned channel gets its exit error.
 func pyEngine(t *testing.T, hs string, rank, dieAfter int) <-chan error {
+	return pyEngineLayout(t, hs, rank, dieAfter, "newest")
+}
+
+// pyEngineLayout runs testdata/py_engine.py speaking the built-in layout called layout.
+func pyEngineLayout(t *testing.T, hs string, rank, dieAfter int, layout string) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter))
+	cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter),
+		"../wire/layouts/"+layout+".json")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -53,7 +59,7 @@ func TestInteropPythonEngines(t *testing.T) {
 		pyEngine(t, f.HandshakeAddress(), 0, 0)
 		dying := pyEngine(t, f.HandshakeAddress(), 1, 40)
 		waitReady(t, f, 2)
-		if info := f.Engines()[0]; info.Ready.VLLMVersion.Value != "py-interop" || info.Ready.MaxModelLen.Value != 2048 {
+		if info := f.Engines()[0]; info.Layout != wire.Native() || info.Ready.MaxModelLen.Value != 2048 {
 			t.Fatalf("registration %+v", info.Ready)
 		}
 		ids := sendAll(t, f, 0, 3, 60, "py") // 60 steps of 5 ms: longer than the heartbeat timeout
@@ -119,6 +125,9 @@ func (a *auxChecker) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	a.mu.Lock()
 	for _, o := range outs.Outputs {
 		x := o.RoutedExperts
+		if x == nil { // releases without routed_experts carry it as pooling_output
+			x = o.PoolingOutput
+		}
 		switch {
 		case x == nil || x.DType != "<i4" || len(x.Shape) != 1 || int64(len(x.Data)) != 4*x.Shape[0] || len(x.Data) == 0:
 			a.bad = fmt.Sprintf("%s: routed_experts %+v", o.RequestID, x)
@@ -134,6 +143,52 @@ func (a *auxChecker) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 	a.mu.Unlock()
 	a.recorder.HandleOutputs(rank, outs)
+}
+
+// Every built-in vLLM layout, spoken by a libzmq engine built from the layout's field
+// names alone, all in one fleet (ranks 0-5, one release each, as in a rolling
+// upgrade): each engine is placed on its own layout (v0.11 to v0.18 through UTILITY
+// probes), its requests complete with exact tokens, and its aux tensors arrive intact.
+func TestInteropEveryLayoutMixedFleet(t *testing.T) {
+	names := wire.LayoutNames()
+	forEachTransport(t, func(t *testing.T, tr string) {
+		rec := newRecorder()
+		aux := &auxChecker{recorder: rec}
+		f := startFrontend(t, testConfig(t, tr, len(names)), aux)
+		for rank, name := range names {
+			pyEngineLayout(t, f.HandshakeAddress(), rank, 0, name)
+		}
+		waitReady(t, f, len(names))
+		var ids []string
+		for rank, name := range names {
+			if got := f.Engines()[rank].Layout; got == nil || got.Name != name {
+				t.Fatalf("rank %d placed on %v, want %s (%s)", rank, got, name, f.Engines()[rank].LayoutHow)
+			}
+			ids = append(ids, sendAllLayout(t, f, rank, 2, 8, "mix", f.Engines()[rank].Layout)...)
+		}
+		rec.waitFor(t, "every request finished", func() bool { return rec.allFinished(ids) })
+		rec.mu.Lock()
+		for _, id := range ids {
+			want := make([]int64, 8)
+			for i := range want {
+				want[i] = 1000 + int64(i)
+			}
+			if !slices.Equal(rec.tokens[id], want) || rec.finished[id] != wire.FinishLength {
+				t.Errorf("%s: %v %v", id, rec.tokens[id], rec.finished[id])
+			}
+		}
+		for rank := range names {
+			if len(rec.downs[rank]) != 0 {
+				t.Errorf("rank %d down: %v", rank, rec.downs[rank])
+			}
+		}
+		rec.mu.Unlock()
+		aux.mu.Lock()
+		if aux.bad != "" {
+			t.Errorf("aux tensors: %s", aux.bad)
+		}
+		aux.mu.Unlock()
+	})
 }
 
 type utilityCatcher struct {

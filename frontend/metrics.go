@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,6 +22,9 @@ type metrics struct {
 	outputDrops prometheus.Counter
 	byState     [4]prometheus.Gauge
 	byReason    map[string]prometheus.Counter
+	// engineLayout is 1 for each rank's current layout and reported vLLM version.
+	engineLayout  *prometheus.GaugeVec
+	layoutRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
@@ -46,15 +50,23 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 			Help: "Engine output connections dropped by an error (oversized frame or message, protocol error, reset) rather than closed; the outputs on them are lost.",
 		}),
 		byReason: map[string]prometheus.Counter{},
+		engineLayout: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_frontend_engine_layout",
+			Help: "1 for the vLLM wire layout each engine rank was placed on, with the vLLM version it reported (empty when none).",
+		}, []string{"rank", "layout", "vllm_version"}),
+		layoutRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_layout_refused_total",
+			Help: "Engines refused because their vLLM wire layout could not be placed (see the log and /v1/engines for why).",
+		}),
 	}
 	for s := Connecting; s <= Stuck; s++ {
 		m.byState[s] = m.engines.WithLabelValues(s.String())
 	}
-	for _, r := range []string{"sentinel", "disconnect", "output_lost", "decode", "stuck", "handshake", "closed", "other"} {
+	for _, r := range []string{"sentinel", "disconnect", "output_lost", "decode", "stuck", "handshake", "layout", "closed", "other"} {
 		m.byReason[r] = m.failures.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused, m.outputDrops} {
+		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused, m.outputDrops, m.engineLayout, m.layoutRefused} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -78,10 +90,14 @@ func (m *metrics) failure(cause error) {
 	var ht *PhaseTimeoutError
 	var he *HandshakeError
 	var st *EngineStuckError
+	var lr *LayoutRefusedError
+	var lm *wire.LayoutMismatchError
 	r := "other"
 	switch {
 	case errors.Is(cause, ErrClosed):
 		r = "closed"
+	case errors.As(cause, &lr), errors.As(cause, &lm):
+		r = "layout"
 	case errors.Is(cause, ErrEngineCoreDead):
 		r = "sentinel"
 	case errors.As(cause, &st):
@@ -96,4 +112,11 @@ func (m *metrics) failure(cause error) {
 		r = "handshake"
 	}
 	m.byReason[r].Inc()
+}
+
+// placed records rank's layout, replacing what an earlier generation had.
+func (m *metrics) placed(rank int, l *wire.Layout, version string) {
+	r := strconv.Itoa(rank)
+	m.engineLayout.DeletePartialMatch(prometheus.Labels{"rank": r})
+	m.engineLayout.WithLabelValues(r, l.Name, version).Set(1)
 }

@@ -36,14 +36,19 @@ func (s EngineState) String() string {
 
 // EngineInfo is one engine as Engines() reports it.
 type EngineInfo struct {
-	Rank       int
-	Identity   wire.Identity
-	State      EngineState
-	Ready      wire.ReadyResponse // the registration frame's content
-	Since      time.Time          // when State was entered
-	LastOutput time.Time          // last output message seen (set when Engines() is called)
-	Cause      string             // why the engine is Dead/Stuck
-	Generation int                // incremented on every rejoin
+	Rank     int
+	Identity wire.Identity
+	State    EngineState
+	Ready    wire.ReadyResponse // the registration frame's content
+	// Layout is the vLLM wire layout the engine was placed on (nil until placed);
+	// LayoutHow says how it was told. VLLMVersion is what it reported, if anything.
+	Layout      *wire.Layout
+	LayoutHow   string
+	VLLMVersion string
+	Since       time.Time // when State was entered
+	LastOutput  time.Time // last output message seen (set when Engines() is called)
+	Cause       string    // why the engine is Dead/Stuck
+	Generation  int       // incremented on every rejoin
 }
 
 // handshake is the per-engine handshake state machine: NEW -(HELLO)-> CONNECTED,
@@ -62,6 +67,13 @@ type handshake struct {
 	timeout    time.Duration
 	deadline   time.Time // of the current phase; zero while waiting for HELLO
 	reg        wire.ReadyResponse
+	readyMsg   *wire.HandshakeStatus // READY as sent; nil when bootstrapped
+
+	// Placing the engine on a wire layout, after READY and registration.
+	layout      *wire.Layout
+	prober      *wire.Prober
+	probeMethod string // the method whose answer is awaited
+	probeCall   uint64 // its call id
 }
 
 func newHandshake(rank int, timeout time.Duration) *handshake {
@@ -116,12 +128,16 @@ func (h *handshake) onReady(now time.Time, st wire.HandshakeStatus) error {
 		return h.fail(PhaseReady, "expected status READY, got "+quote(st.Status))
 	}
 	h.ready = true
+	h.readyMsg = &st
 	h.deadline = now.Add(h.timeout)
 	return nil
 }
 
-// up reports whether the engine may be routed to: READY and registration both seen.
-func (h *handshake) up() bool { return h.hello && h.registered && h.ready }
+// seen reports READY and registration both seen: the engine can be placed on a layout.
+func (h *handshake) seen() bool { return h.hello && h.registered && h.ready }
+
+// up reports whether the engine may be routed to: seen, and placed on a layout.
+func (h *handshake) up() bool { return h.seen() && h.layout != nil }
 
 // phase names what the engine is waiting for.
 func (h *handshake) phase() string {
@@ -132,6 +148,8 @@ func (h *handshake) phase() string {
 		return PhaseRegistration
 	case !h.ready:
 		return PhaseReady
+	case h.layout == nil:
+		return PhaseLayout
 	}
 	return ""
 }

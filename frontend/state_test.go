@@ -65,8 +65,8 @@ func TestHandshakeStateMachine(t *testing.T) {
 				case s.wantErr != "" && (!errors.As(err, &he) || he.Phase != s.wantErr || he.Rank != 3):
 					t.Fatalf("%s: want %s error, got %v", s.name, s.wantErr, err)
 				}
-				if h.up() != s.wantUp {
-					t.Fatalf("%s: up=%v", s.name, h.up())
+				if h.seen() != s.wantUp {
+					t.Fatalf("%s: seen=%v", s.name, h.seen())
 				}
 			}
 		})
@@ -96,7 +96,7 @@ func TestHandshakeDeadlines(t *testing.T) {
 		t.Fatalf("bootstrapped: want registration timeout, got %v", err)
 	}
 	b.onRegistration(t0, wire.ReadyResponse{Empty: true})
-	if !b.up() {
+	if !b.seen() {
 		t.Fatal("bootstrapped engine not up after registration")
 	}
 }

@@ -240,11 +240,13 @@ func startStalledEngine(t *testing.T, hs string, rank, dp int) {
 		DataParallelSize: wire.SomeInt(int64(dp)),
 		DataParallelRank: wire.SomeInt(int64(rank)),
 	}
-	if err := writeZMTP(in, 0, wire.AppendReadyResponse(nil, &reg)); err != nil {
+	// A v0.21 engine: a registration map without vllm_version places it at once.
+	v021 := wire.BuiltinLayout("v0.21")
+	if err := writeZMTP(in, 0, wire.AppendRegistration(nil, v021, &reg)); err != nil {
 		t.Fatal(err)
 	}
 	ready := wire.HandshakeStatus{Status: "READY", Headless: true}
-	if err := h.Send(wire.AppendHandshakeStatus(nil, &ready)); err != nil {
+	if err := h.Send(wire.AppendReady(nil, v021, &ready)); err != nil {
 		t.Fatal(err)
 	}
 }

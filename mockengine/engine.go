@@ -41,6 +41,11 @@ type Config struct {
 	Faults           Faults
 	Logger           *slog.Logger
 	Network          transport.Network // nil = transport.ZMQ
+	// Layout is the vLLM release whose wire layout the engine speaks: its
+	// registration and READY, how it decodes ADDs and encodes outputs, the finish
+	// reasons it has and which EngineCore methods it answers. Nil = the native
+	// (newest) layout.
+	Layout *wire.Layout
 }
 
 // Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
@@ -52,7 +57,7 @@ type Faults struct {
 	ExitAfterSteps    int  // close every socket without a sentinel (a killed process)
 	SkipRegistration  bool // never register on the input sockets
 	SkipReady         bool // never send READY
-	EmptyRegistration bool // register with an empty frame, like engines before c8d98f81
+	EmptyRegistration bool // register with an empty frame whatever the layout (a registration shape its layout does not have)
 }
 
 // DefaultConfig: rank 0 of 1, a step every 10 ms, one token per step.
@@ -94,6 +99,9 @@ var ErrFault = errors.New("mockengine: injected fault")
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Layout == nil {
+		cfg.Layout = wire.Native()
 	}
 	e := &engine{cfg: cfg, start: time.Now(), id: wire.IdentityOf(cfg.Rank)}
 	e.log = cfg.Logger
@@ -188,7 +196,7 @@ func (e *engine) connect(ctx context.Context) error {
 		if e.cfg.Faults.SkipRegistration {
 			continue
 		}
-		if err := s.Send(wire.AppendReadyResponse(nil, &reg)); err != nil {
+		if err := s.Send(e.registration(&reg)); err != nil {
 			return fmt.Errorf("mockengine: registration on %s: %w", addr, err)
 		}
 	}
@@ -196,28 +204,38 @@ func (e *engine) connect(ctx context.Context) error {
 		return err
 	}
 	if e.hs != nil && !e.cfg.Faults.SkipReady {
-		ready := wire.HandshakeStatus{Status: "READY", Headless: true}
-		if err := e.hs.Send(wire.AppendHandshakeStatus(nil, &ready)); err != nil {
+		// As core.py builds it: older releases add num_gpu_blocks and
+		// dp_stats_address; with DP > 1, the parallel config's hash.
+		ready := wire.HandshakeStatus{Status: "READY", Headless: true, NumGPUBlocks: wire.SomeInt(4096)}
+		if e.cfg.DataParallelSize > 1 {
+			ready.ParallelConfigHash = wire.SomeString("mock-parallel-config")
+		}
+		if err := e.hs.Send(wire.AppendReady(nil, e.cfg.Layout, &ready)); err != nil {
 			return fmt.Errorf("mockengine: READY: %w", err)
 		}
 		// Like the engine, close the handshake socket once READY is out.
 		e.hs.Close()
 		e.hs = nil
 	}
-	e.log.Info("mockengine: ready", "inputs", inputs, "outputs", outputs)
+	e.log.Info("mockengine: ready", "inputs", inputs, "outputs", outputs, "layout", e.cfg.Layout.String())
 	return nil
 }
 
-func (e *engine) readyResponse() wire.ReadyResponse {
+// registration is the input-socket registration frame of the engine's layout.
+func (e *engine) registration(r *wire.ReadyResponse) []byte {
 	if e.cfg.Faults.EmptyRegistration {
-		return wire.ReadyResponse{Empty: true}
+		return nil
 	}
+	return wire.AppendRegistration(nil, e.cfg.Layout, r)
+}
+
+func (e *engine) readyResponse() wire.ReadyResponse {
 	return wire.ReadyResponse{
 		MaxModelLen:          wire.SomeInt(int64(e.cfg.MaxModelLen)),
 		NumGPUBlocks:         wire.SomeInt(4096),
 		BlockSize:            wire.SomeInt(16),
 		DType:                wire.SomeString("bfloat16"),
-		VLLMVersion:          wire.SomeString("switchyard-mock"),
+		VLLMVersion:          optVersion(e.cfg.Layout.VLLMVersion),
 		WorldSize:            wire.SomeInt(1),
 		DataParallelSize:     wire.SomeInt(int64(e.cfg.DataParallelSize)),
 		TensorParallelSize:   wire.SomeInt(1),
@@ -271,3 +289,10 @@ func (e *engine) die(cause error) error {
 }
 
 func (e *engine) timestamp() float64 { return 1000 + time.Since(e.start).Seconds() }
+
+func optVersion(v string) wire.OptString {
+	if v == "" {
+		return wire.OptString{}
+	}
+	return wire.SomeString(v)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,7 +100,7 @@ func (e *engine) handle(frames [][]byte) error {
 	switch typ {
 	case wire.RequestAdd:
 		var req wire.EngineCoreRequest
-		if err := wire.DecodeAdd(frames[1:], &req); err != nil {
+		if err := e.cfg.Layout.DecodeAdd(frames[1:], &req); err != nil {
 			return fmt.Errorf("%w: ADD: %w", ErrInputThreadDied, err)
 		}
 		// vLLM's rules only (wire.EngineAccepts), not switchyard's stricter ones: the
@@ -116,11 +117,11 @@ func (e *engine) handle(frames [][]byte) error {
 		}
 		e.sched.Abort(ids)
 	case wire.RequestUtility:
-		client, callID, method, _, err := wire.DecodeUtility(frames[1])
+		client, callID, method, args, err := wire.DecodeUtility(frames[1])
 		if err != nil {
 			return fmt.Errorf("%w: UTILITY: %w", ErrInputThreadDied, err)
 		}
-		return e.utility(client, callID, method)
+		return e.utility(client, callID, method, args)
 	case wire.RequestStartDPWave:
 		w, err := wire.DecodeStartDPWave(frames[1])
 		if err != nil {
@@ -139,29 +140,66 @@ var (
 	rawTasks = wire.Raw(append([]byte{0x91, 0xa8}, "generate"...))
 )
 
-func (e *engine) utility(client int64, callID uint64, method string) error {
+func (e *engine) utility(client int64, callID uint64, method string, args wire.Raw) error {
 	u := wire.UtilityOutput{CallID: callID, HasResult: true, Result: rawNil}
-	switch method {
-	case "is_sleeping":
+	fail := func(msg string) {
+		u.HasResult, u.Result = false, nil
+		u.Failure = wire.SomeString("Call to " + method + " method failed: " + msg)
+	}
+	switch n, _ := wire.ArrayLen(args); {
+	case !e.hasMethod(method):
+		fail("'EngineCoreProc' object has no attribute '" + method + "'")
+	case n > maxUtilityArgs:
+		// vLLM's _convert_msgspec_args asserts the count before the method runs
+		// (str(AssertionError()) is empty): nothing below happens.
+		fail("")
+	case method == "is_sleeping":
 		u.Result = rawFalse
 		if e.sleeping {
 			u.Result = rawTrue
 		}
-	case "reset_prefix_cache":
+	case method == "reset_prefix_cache":
 		u.Result = rawTrue
-	case "get_supported_tasks":
+	case method == "get_supported_tasks":
 		u.Result = rawTasks
-	case "sleep":
+	case method == "sleep":
 		e.sleeping = true
-	case "wake_up":
+	case method == "wake_up":
 		e.sleeping = false
-	case "reset_mm_cache", "reset_encoder_cache", "execute_dummy_batch", "profile":
-	default:
-		u.HasResult, u.Result = false, nil
-		u.Failure = wire.SomeString(fmt.Sprintf("Call to %s method failed: 'MockEngine' object has no attribute '%s'", method, method))
 	}
 	out := wire.EngineCoreOutputs{EngineIndex: int64(e.cfg.Rank), Timestamp: e.timestamp(), UtilityOutput: &u}
 	return e.send(client, &out)
+}
+
+// maxUtilityArgs is more than any method the mock answers takes.
+const maxUtilityArgs = 4
+
+// served are the utility methods the mock answers in every layout.
+var served = []string{"is_sleeping", "reset_prefix_cache", "get_supported_tasks", "sleep", "wake_up",
+	"reset_mm_cache", "reset_encoder_cache", "execute_dummy_batch", "profile"}
+
+// releaseMethods are EngineCore methods that tell vLLM releases apart (the layout
+// probes ask for them), by built-in layout, as vLLM's EngineCore has them.
+var releaseMethods = map[string][]string{
+	"v0.11":  {"save_tensorized_model", "execute_model_with_error_logging"},
+	"v0.12":  {"log_error_detail"},
+	"v0.15":  {"log_error_detail", "log_iteration_details"},
+	"v0.18":  {"log_error_detail", "log_iteration_details", "is_scheduler_paused"},
+	"v0.21":  {"log_error_detail", "log_iteration_details", "is_scheduler_paused", "get_kv_cache_group_metadata"},
+	"newest": {"log_error_detail", "log_iteration_details", "is_scheduler_paused", "get_kv_cache_group_metadata"},
+}
+
+// hasMethod: what the engine of e's layout would find with getattr. A layout file's
+// engine has its probe table's methods.
+func (e *engine) hasMethod(m string) bool {
+	l := e.cfg.Layout
+	if slices.Contains(served, m) {
+		return true
+	}
+	if ms, ok := releaseMethods[l.Name]; ok && l.Source == "built-in" {
+		return slices.Contains(ms, m)
+	}
+	return slices.Contains(l.ProbeHas, m)
 }
 
 // send encodes and sends one message to outputs[client].
@@ -169,7 +207,7 @@ func (e *engine) send(client int64, o *wire.EngineCoreOutputs) error {
 	if client < 0 || int(client) >= len(e.outs) {
 		return fmt.Errorf("%w: client_index %d, %d output sockets", ErrNoOutputSocket, client, len(e.outs))
 	}
-	body, aux, err := wire.AppendOutputs(e.buf[:0], o)
+	body, aux, err := e.cfg.Layout.AppendOutputs(e.buf[:0], o)
 	if err != nil {
 		return fmt.Errorf("mockengine: encoding outputs: %w", err)
 	}

@@ -150,7 +150,7 @@ func (e *engine) waveTick() {
 func (e *engine) sendCoordinator(o *wire.EngineCoreOutputs) {
 	o.EngineIndex = int64(e.cfg.Rank)
 	o.Timestamp = e.timestamp()
-	body, _, err := wire.AppendOutputs(e.wave.buf[:0], o)
+	body, _, err := e.cfg.Layout.AppendOutputs(e.wave.buf[:0], o)
 	if err != nil {
 		e.log.Warn("mockengine: encoding coordinator message", "err", err)
 		return

@@ -66,7 +66,7 @@ func (s *LayoutSet) Place(reg *ReadyResponse, ready *HandshakeStatus) Placement 
 		if err != nil {
 			why = "its vllm_version " + strconv.Quote(p.Version) + " cannot be read (" + err.Error() + ")"
 		}
-		p.Refused = s.refusal(why)
+		p.Refused = s.Refusal(why)
 		return p
 	}
 	if s != nil && s.Force != nil {
@@ -85,14 +85,14 @@ func (s *LayoutSet) Place(reg *ReadyResponse, ready *HandshakeStatus) Placement 
 	}
 	switch len(p.Candidates) {
 	case 0:
-		p.Refused = s.refusal("no layout has a registration of " + shape + readyDesc(ready))
+		p.Refused = s.Refusal("no layout has a registration of " + shape + readyDesc(ready))
 	case 1:
 		p.Layout, p.How, p.Candidates = p.Candidates[0], "registration of "+shape+readyDesc(ready), nil
 	}
 	return p
 }
 
-func (s *LayoutSet) refusal(why string) string {
+func (s *LayoutSet) Refusal(why string) string {
 	var known []string
 	for _, l := range s.all() {
 		desc := l.Name + " (" + l.Versions.String() + ")"

@@ -551,3 +551,9 @@ func validRaw(b Raw) bool {
 	r := reader{b: b}
 	return r.skip() == nil && r.done()
 }
+
+// ArrayLen reads the element count of a raw msgpack array (utility arguments).
+func ArrayLen(b Raw) (int, error) {
+	r := reader{b: b}
+	return r.arrayHeader()
+}

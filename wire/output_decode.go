@@ -99,6 +99,22 @@ func (d *OutputsDecoder) Decode(frames [][]byte, o *EngineCoreOutputs) error {
 	return nil
 }
 
+// PeekEngineIndex reads an output message's engine_index (its first field in every
+// layout) without decoding the rest, so a socket shared by engines of several
+// layouts can pick the decoder.
+func PeekEngineIndex(body []byte) (int64, error) {
+	r := reader{b: body}
+	n, err := r.arrayHeader()
+	if err == nil && n < 1 {
+		err = r.errorf("empty EngineCoreOutputs")
+	}
+	if err != nil {
+		return 0, fieldErr(err, "EngineCoreOutputs", "")
+	}
+	v, err := r.int()
+	return v, fieldErr(err, "EngineCoreOutputs", "engine_index")
+}
+
 // publish gives the entries their ids and tokens: one string and one []int64 for the
 // whole message, sliced per entry, so nothing points into the reused scratch.
 func (d *OutputsDecoder) publish(o *EngineCoreOutputs, outs []EngineCoreOutput) {

@@ -1,7 +1,13 @@
 """A vLLM-style engine core written against libzmq (pyzmq) and python3-msgpack,
 following engine-protocol.md sections 2-4, used by interop_test.go.
 
-usage: py_engine.py HANDSHAKE_ADDRESS RANK DIE_AFTER_STEPS
+usage: py_engine.py HANDSHAKE_ADDRESS RANK DIE_AFTER_STEPS [LAYOUT_JSON]
+
+LAYOUT_JSON (default ../wire/layouts/newest.json) is a switchyard layout file: the
+engine speaks that vLLM release's wire layout, built from the field names alone
+(registration keys, READY keys, request and output field positions), and answers
+UTILITY calls for the EngineCore methods the layout's probe table says it has,
+failing others the way vLLM's getattr does.
 
 Tokens: request r's i-th token (0-based) is 1000 + i. Every output carries a
 routed_experts ndarray big enough to travel as an aux frame (vLLM sends buffers of
@@ -14,6 +20,7 @@ on the outputs, so PINGs land between the frames of multipart outputs) are answe
 by switchyard's transport.
 After DIE_AFTER_STEPS steps (0 = never) it sends ENGINE_CORE_DEAD and exits 1.
 """
+import json
 import sys
 import time
 
@@ -22,6 +29,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 hs_addr, rank, die_after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+layout = json.load(open(sys.argv[4] if len(sys.argv) > 4 else "../wire/layouts/newest.json"))
+req_idx = {n: i for i, n in enumerate(layout["structs"]["EngineCoreRequest"]["fields"])}
+out_fields = layout["structs"]["EngineCoreOutput"]["fields"]
+out_idx = {n: i for i, n in enumerate(out_fields)}
+methods = set(layout["probe"]["has"]) | {"disconnects", "is_sleeping"}
 ident = rank.to_bytes(2, "little")
 ctx = zmq.Context()
 
@@ -55,18 +67,24 @@ for a in addrs["outputs"]:
     s.connect(a)
     outs.append(s)
 ins = []
-reg = {"max_model_len": 2048, "num_gpu_blocks": 100, "dp_stats_address": None,
-       "block_size": 16, "dtype": "bfloat16", "vllm_version": "py-interop",
-       "data_parallel_rank": rank, "future_key_we_do_not_know": [1, 2]}
+known = {"max_model_len": 2048, "num_gpu_blocks": 100, "dp_stats_address": None,
+         "block_size": 16, "dtype": "bfloat16", "vllm_version": layout.get("vllm_version"),
+         "data_parallel_rank": rank}
+# The release's registration: an empty frame, or a map of exactly its keys.
+reg = b"" if layout["registration"] is None else msgpack.packb(
+    {k: known.get(k) for k in layout["registration"]})
 for a in addrs["inputs"]:
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.IDENTITY, ident)
     heartbeat(s)
     monitors.append(s.get_monitor_socket(zmq.EVENT_DISCONNECTED))
     s.connect(a)
-    s.send(msgpack.packb(reg))
+    s.send(reg)
     ins.append(s)
-hs.send(msgpack.packb({"status": "READY", "local": False, "headless": True}))
+ready = {"status": "READY", "local": False, "headless": True}
+for k in layout["ready"]["required"]:
+    ready[k] = known.get(k)
+hs.send(msgpack.packb(ready))
 hs.close(linger=5000)
 
 poller = zmq.Poller()
@@ -88,15 +106,26 @@ while True:
         frames = s.recv_multipart()
         typ, body = frames[0], msgpack.unpackb(frames[1], raw=False)
         if typ == b"\x00":
-            assert len(body) >= 9, body
-            running[body[0]] = [body[3].get("max_tokens", 16), 0, body[11] if len(body) > 11 else 0]
+            assert len(body) == len(req_idx), (len(body), len(req_idx))
+            sp = body[req_idx["sampling_params"]]
+            for k in sp:
+                assert k in layout["sampling_params"], "unknown SamplingParams key %r" % k
+            if "eos_token_id" in req_idx:
+                eos = body[req_idx["eos_token_id"]]
+                assert eos is None or isinstance(eos, int), eos
+            running[body[req_idx["request_id"]]] = [sp.get("max_tokens", 16), 0, body[req_idx["client_index"]]]
         elif typ == b"\x01":
             for rid in body:
                 running.pop(rid, None)
         elif typ == b"\x03":
             client, call_id, method, args = body
-            result = [None, disconnects] if method == "disconnects" else [None, False]
-            outs[client].send(msgpack.packb([rank, [], None, time.monotonic(), [call_id, None, result]]))
+            if method not in methods:
+                reply = [call_id, "Call to %s method failed: 'EngineCoreProc' object has no attribute '%s'" % (method, method), None]
+            elif len(args) > 4:  # vLLM asserts the argument count before calling
+                reply = [call_id, "Call to %s method failed: " % method, None]
+            else:
+                reply = [call_id, None, [None, disconnects] if method == "disconnects" else [None, False]]
+            outs[client].send(msgpack.packb([rank, [], None, time.monotonic(), reply]))
         else:
             sys.exit("unexpected request type %r" % typ)
     if running and time.monotonic() - last_step >= 0.005:
@@ -112,8 +141,9 @@ while True:
         for pos, (rid, st) in enumerate(list(running.items())):
             tok = 1000 + st[1]
             st[1] += 1
-            # routed_experts (index 12) as a numpy-style ndarray whose data is an
-            # aux frame index (frame 0 is the body).
+            # routed_experts (pooling_output in releases without it) as a
+            # numpy-style ndarray whose data is an aux frame index (frame 0 is the
+            # body).
             n = 75 if pos % 2 == 0 else 17920
             aux.append(bytes([(steps + pos) & 0xff]) * (4 * n))
             experts = ["<i4", [n], len(aux)]
@@ -121,7 +151,12 @@ while True:
             if st[1] >= st[0]:
                 finish = 1
                 del running[rid]
-            outputs.append([rid, [tok], None, None, None, finish, None, None, None, None, None, None, experts])
+            out = [0 if f in ("num_cached_tokens", "num_external_computed_tokens", "num_nans_in_logits") else None
+                   for f in out_fields]
+            out[out_idx["request_id"]], out[out_idx["new_token_ids"]] = rid, [tok]
+            out[out_idx["finish_reason"]] = finish
+            out[out_idx.get("routed_experts", out_idx["pooling_output"])] = experts
+            outputs.append(out)
         stats = {"num_running_reqs": len(running), "num_waiting_reqs": 0, "step_counter": steps,
                  "current_wave": 0, "kv_cache_usage": 0.0, "prefix_cache_stats": None}
         outs[0].send_multipart([msgpack.packb([rank, outputs, stats, time.monotonic()])] + aux, copy=False)
