@@ -68,9 +68,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{}}
+	// The failure paths below `return nil, err`, which sets the named result s to
+	// nil before deferred calls run: tear down through a copy, or a taken port
+	// becomes a nil dereference and the started components (and the ipc dir) leak.
+	started := s
 	defer func() {
 		if err != nil {
-			s.teardown()
+			started.teardown()
 		}
 	}()
 	reg := cfg.Registry
