@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 )
 
@@ -77,6 +78,9 @@ type Config struct {
 	// BootstrapAddress is the HOST:PORT of the embedded bootstrap registry; empty =
 	// off.
 	BootstrapAddress string
+	// Bootstrap holds the embedded registry's other settings (token, admin
+	// networks, limits); its Address, Logger and Registerer are set by Start.
+	Bootstrap bootstrap.Config
 
 	// ShutdownTimeout bounds how long in-flight requests may run after shutdown
 	// begins before they are aborted.
@@ -107,6 +111,7 @@ func DefaultConfig() Config {
 		MaxLogprobs:       DefaultMaxLogprobs,
 		ShutdownTimeout:   30 * time.Second,
 		ReadyTimeout:      30 * time.Second,
+		Bootstrap:         bootstrap.DefaultConfig(),
 	}
 }
 
@@ -222,6 +227,11 @@ func (c Config) Validate() error {
 	if c.BootstrapAddress != "" {
 		if _, _, err := net.SplitHostPort(c.BootstrapAddress); err != nil {
 			return bad("bootstrap-address", "%q: want HOST:PORT", c.BootstrapAddress)
+		}
+		b := c.Bootstrap
+		b.Address = c.BootstrapAddress
+		if err := b.Validate(); err != nil {
+			return bad("bootstrap-address", "%v", err)
 		}
 	}
 	if c.ShutdownTimeout < 0 {

@@ -271,7 +271,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 }
 
 func (s *Server) startBootstrap() error {
-	bcfg := bootstrap.DefaultConfig()
+	bcfg := s.cfg.Bootstrap
 	bcfg.Address = s.cfg.BootstrapAddress
 	bcfg.Logger = s.cfg.Logger.With("component", "bootstrap")
 	bcfg.Registerer = s.cfg.Registry

@@ -27,7 +27,7 @@ func serveCommand() *cli.Command {
 			"over ipc, so `switchyard serve` alone answers curl at once.\n" +
 			"SIGTERM or SIGINT: stop accepting, let in-flight requests finish for up to\n" +
 			"--shutdown-timeout, abort the rest, close every socket, exit 0.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "handshake-address", Category: "engines",
 				Usage:   "tcp://HOST:PORT bound for the engines' HELLO/READY handshake; empty starts built-in mock engines instead",
 				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
@@ -101,7 +101,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		},
+		}, registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry")...),
 		Action: runServe,
 	}
 }
@@ -138,6 +138,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
+	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
 	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
 	cfg.Logger = log
 	cfg.Registry = reg
