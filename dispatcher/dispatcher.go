@@ -121,6 +121,22 @@ func (d *Dispatcher) SubmitFunc(req *wire.EngineCoreRequest,
 	return r.eng.rank, nil
 }
 
+// SubmitFuncContext is SubmitFunc whose ADD may wait for room in a full
+// engine queue until ctx ends (see ClientSender); ctx also names the client
+// (WithClient) for the fair share. Unlike Submit, cancelling ctx after the
+// ADD is out does not abort the request: the caller aborts by id.
+func (d *Dispatcher) SubmitFuncContext(ctx context.Context, req *wire.EngineCoreRequest,
+	deliver func(rank int, out *wire.EngineCoreOutput, err error)) (rank int, err error) {
+	if deliver == nil {
+		return -1, fmt.Errorf("dispatcher: nil deliver callback")
+	}
+	r := &request{d: d, deliver: deliver, sendCtx: ctx}
+	if err := d.submit(req, r, nil); err != nil {
+		return -1, err
+	}
+	return r.eng.rank, nil
+}
+
 // submit is the dispatch path shared by Submit and SubmitFunc. ctx, when non-nil, is
 // watched for cancellation once the ADD is out.
 func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context.Context) error {
@@ -160,6 +176,9 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		req.Sampling = orig
 		if !retry || req.DataParallelRank.Valid {
 			return err
+		}
+		if sctx := r.submitCtx(ctx); sctx.Err() != nil {
+			return err // the caller gave up waiting: do not wait on another rank
 		}
 		refused = err
 		skip = append(skip, e)
@@ -206,7 +225,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		d.rollbackLocked(r, outcomeSendFailed)
 		return false, fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
 	}
-	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
+	if err := d.sendAdd(r, ctx, e.rank, body, aux); err != nil {
 		d.rollbackLocked(r, outcomeSendFailed)
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
@@ -215,6 +234,24 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })
 	}
 	return false, nil
+}
+
+// sendAdd hands an ADD to the Sender; one that can wait for room in a full
+// queue (ClientSender) gets the submitter's context and client key.
+func (d *Dispatcher) sendAdd(r *request, ctx context.Context, rank int, body []byte, aux [][]byte) error {
+	cs, ok := d.sender.(ClientSender)
+	if !ok {
+		return d.sender.Send(rank, wire.RequestAdd, body, aux)
+	}
+	sctx := r.submitCtx(ctx)
+	client, ok := clientOf(sctx)
+	if !ok {
+		// No client named: the request is a client of its own, so it competes
+		// with a burst on equal terms. The top bit keeps these apart from keys
+		// given with WithClient.
+		client = 1<<63 | d.seq.Add(1)
+	}
+	return cs.SendFrom(sctx, client, rank, wire.RequestAdd, body, aux)
 }
 
 // choose picks the engine for req: its pinned rank, or the policy's choice among

@@ -110,3 +110,19 @@ func (e *HandshakeError) Error() string {
 
 // Unwrap returns the underlying error, if any.
 func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// QueueFullError: an ADD waited for room in its engine's full send queue (or
+// for its client's fair share of it) until its context ended or
+// Config.SendWait passed. The engine is busy, not stuck: nothing was sent, so
+// the request may go to another rank or be retried later.
+type QueueFullError struct {
+	Rank   int
+	Queued int
+	Cause  error // the context's error
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("engine rank %d busy: send queue full (%d queued): %v", e.Rank, e.Queued, e.Cause)
+}
+
+func (e *QueueFullError) Unwrap() error { return e.Cause }

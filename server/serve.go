@@ -473,6 +473,17 @@ func (s *frontendSender) Send(rank int, typ byte, body []byte, aux [][]byte) err
 	return f.Send(rank, typ, body, aux)
 }
 
+// SendFrom lets an ADD wait for room in a full engine queue, sharing it fairly
+// between clients (dispatcher.ClientSender).
+func (s *frontendSender) SendFrom(ctx context.Context, client uint64, rank int, typ byte, body []byte, aux [][]byte) error {
+	f := s.f.Load()
+	if f == nil {
+		wire.PutBuffer(body)
+		return dispatcher.ErrNoEngines
+	}
+	return f.SendFrom(ctx, client, rank, typ, body, aux)
+}
+
 // loadForward is the coordinator's LoadSink, set once the dispatcher exists.
 type loadForward struct {
 	d atomic.Pointer[dispatcher.Dispatcher]
