@@ -88,6 +88,11 @@ type Config struct {
 	// idle one reports nothing, so its last report would otherwise stand forever.
 	// 0 means 1s.
 	StatsMaxAge time.Duration
+	// StallTimeout: an engine with requests in flight that sends no output
+	// and no scheduler stats for this long is stalled (stall.go): no new
+	// work, its requests fail with *EngineStalledError, routable again when
+	// it speaks. 0 = off (CheckStalls may still be called by hand).
+	StallTimeout time.Duration
 }
 
 // DefaultConfig returns the configuration New uses for zero fields.
@@ -113,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatsMaxAge < 0 {
 		return fmt.Errorf("dispatcher: config: StatsMaxAge %v must be >= 0", c.StatsMaxAge)
+	}
+	if c.StallTimeout < 0 {
+		return fmt.Errorf("dispatcher: config: StallTimeout %v must be >= 0", c.StallTimeout)
 	}
 	if c.ClientIndex < 0 {
 		return fmt.Errorf("dispatcher: config: ClientIndex %d must be >= 0", c.ClientIndex)

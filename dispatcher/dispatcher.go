@@ -37,6 +37,7 @@ type Dispatcher struct {
 	abortKick   chan struct{}
 	stop        chan struct{}
 	aborterDone chan struct{}
+	stallDone   chan struct{} // closed when the stall watch has stopped
 
 	util utilityTable
 
@@ -75,6 +76,12 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 	d.m = m
 	d.util.init()
 	go d.runAborter()
+	d.stallDone = make(chan struct{})
+	if cfg.StallTimeout > 0 {
+		go d.runStallWatch()
+	} else {
+		close(d.stallDone)
+	}
 	return d, nil
 }
 
@@ -194,7 +201,11 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eng, r.done = e, false
-	e.inFlight.Add(1)
+	if e.inFlight.Add(1) == 1 {
+		// Busy from now: the engine owes outputs from here on, not from the
+		// last stall check that found it idle.
+		e.idleAt.Store(start.UnixNano())
+	}
 	if _, dup := d.table.LoadOrStore(r.id, r); dup {
 		e.inFlight.Add(-1)
 		return false, &DuplicateRequestId{ID: r.id}
@@ -385,6 +396,7 @@ func (d *Dispatcher) Close() error {
 	d.flushAborts()
 	close(d.stop)
 	<-d.aborterDone
+	<-d.stallDone
 	d.util.closeAll(ErrClosed)
 	return nil
 }

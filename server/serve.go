@@ -121,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	sender := &frontendSender{}
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = cfg.LBPolicy
+	dcfg.StallTimeout = cfg.EngineStallTimeout
 	dcfg.Logger = cfg.Logger.With("component", "dispatcher")
 	dcfg.Registerer = reg
 	if s.node != nil && cfg.EnableWaves {

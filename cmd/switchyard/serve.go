@@ -82,6 +82,10 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "allow-utility-method", Category: "clients",
 				Usage:   "also let msgpack clients call this engine utility method (repeatable); the default list is the methods vLLM's own frontend calls",
 				Sources: cli.EnvVars("SWITCHYARD_ALLOW_UTILITY_METHOD")},
+			&cli.DurationFlag{Name: "engine-stall-timeout", Category: "engines", Value: def.EngineStallTimeout,
+				Usage: "an engine with requests in flight that sends no output and no scheduler stats for this long is stalled: it gets no new work, " +
+					"its requests fail with a clear cause, and it is routable again when it speaks; 0 = off (keep it above your longest prefill)",
+				Sources: cli.EnvVars("SWITCHYARD_ENGINE_STALL_TIMEOUT")},
 			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
 				Usage:   "rank choice for unpinned requests: least-loaded, power-of-two or round-robin",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
@@ -135,6 +139,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.LocalRanks = cmd.Int("data-parallel-size-local")
 	cfg.ExternalCoordinatorAddress = cmd.String("external-coordinator-address")
 	cfg.LBPolicy = cmd.String("lb-policy")
+	cfg.EngineStallTimeout = cmd.Duration("engine-stall-timeout")
 	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
