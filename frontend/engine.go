@@ -108,7 +108,7 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 			return e.routable()
 		case <-ctx.Done():
 			e.f.metrics.queueFull.Inc()
-			return &QueueFullError{Rank: e.rank, Queued: e.sendq.queued(), Cause: ctx.Err()}
+			return &QueueFullError{Rank: e.rank, Queued: e.sendq.queued(), Cause: context.Cause(ctx)}
 		}
 		if err := e.routable(); err != nil {
 			return err

@@ -9,6 +9,10 @@ import (
 // Sentinel errors. Match with errors.Is.
 var (
 	ErrClosed = errors.New("frontend: closed")
+	// ErrSendWait: an ADD waited Config.SendWait for room in a full send queue
+	// (the Cause of a *QueueFullError when the caller's context did not end
+	// first). The engine is busy: answer 503 and let the client retry.
+	ErrSendWait = errors.New("frontend: send queue stayed full for the send wait")
 	// ErrUnknownRank: Send to a rank this frontend does not manage. The typed form
 	// is *UnknownRankError.
 	ErrUnknownRank = errors.New("frontend: unknown rank")
@@ -118,7 +122,7 @@ func (e *HandshakeError) Unwrap() error { return e.Err }
 type QueueFullError struct {
 	Rank   int
 	Queued int
-	Cause  error // the context's error
+	Cause  error // ErrSendWait, or the caller's context's error
 }
 
 func (e *QueueFullError) Error() string {

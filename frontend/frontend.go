@@ -253,7 +253,7 @@ func (f *Frontend) SendFrom(ctx context.Context, client uint64, rank int, typ by
 	if wait {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.cfg.SendWait {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, f.cfg.SendWait)
+			ctx, cancel = context.WithTimeoutCause(ctx, f.cfg.SendWait, ErrSendWait)
 			defer cancel()
 		}
 	}
