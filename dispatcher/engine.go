@@ -49,6 +49,7 @@ type engine struct {
 	lastHeard atomic.Int64
 	idleAt    atomic.Int64
 	stalled   atomic.Bool
+	probedAt  atomic.Int64 // last utility probe of a stalled engine
 	cause     atomic.Pointer[string]
 	// maxModelLen is the engine's registered context length, 0 = unknown.
 	maxModelLen atomic.Int64

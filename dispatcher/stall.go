@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"fmt"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Liveness from outputs. An engine can stay connected and stop producing: its
@@ -65,6 +67,9 @@ func (d *Dispatcher) CheckStalls(now time.Time) []int {
 		if !e.up.Load() {
 			continue
 		}
+		if e.stalled.Load() {
+			d.probeStalled(e, ns)
+		}
 		heard := e.lastHeard.Load()
 		switch judgeStall(ns, heard, e.idleAt.Load(), e.inFlight.Load(), e.stalled.Load(), d.cfg.StallTimeout) {
 		case stallIdle:
@@ -86,9 +91,39 @@ func (d *Dispatcher) CheckStalls(now time.Time) []int {
 				}
 			}
 			d.kickAborter()
+			d.probeStalled(e, ns)
 		}
 	}
 	return out
+}
+
+// stallProbeMethod is the utility a stalled engine is asked, to make it
+// speak: once its requests have failed it has nothing else to say, and an
+// idle engine sends nothing. vLLM's EngineCore answers every utility call,
+// this cheap one included.
+const stallProbeMethod = "is_sleeping"
+
+// stallProbeCallID tags probe calls; real calls count up from 1, so the
+// reply to a probe is never taken for theirs (it is dropped after it has
+// made the engine heard).
+const stallProbeCallID = 1 << 62
+
+// probeStalled asks a stalled engine to speak, at most once per
+// StallTimeout.
+func (d *Dispatcher) probeStalled(e *engine, ns int64) {
+	if last := e.probedAt.Load(); last != 0 && ns-last < int64(d.cfg.StallTimeout) {
+		return
+	}
+	e.probedAt.Store(ns)
+	body, err := wire.AppendUtility(wire.GetBuffer(), d.cfg.ClientIndex, stallProbeCallID, stallProbeMethod, []byte{0x90})
+	if err == nil {
+		err = d.sender.Send(e.rank, wire.RequestUtility, body, nil)
+	} else {
+		wire.PutBuffer(body)
+	}
+	if err != nil {
+		d.log.Debug("dispatcher: probe of a stalled engine not sent", "rank", e.rank, "err", err)
+	}
 }
 
 // heard records that rank sent an output or stats at ns; a stalled engine is

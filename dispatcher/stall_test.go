@@ -98,6 +98,11 @@ func TestStalledEngine(t *testing.T) {
 	if ab := h.s.next(t, wire.RequestAbort); len(ab.ids) != 1 || ab.ids[0] != "a" || ab.rank != 0 {
 		t.Fatalf("ABORT %+v, want a on rank 0", ab)
 	}
+	// It is asked to speak (a utility call every vLLM engine answers): once
+	// its requests have failed it would have nothing else to say.
+	if u := h.s.sent(wire.RequestUtility); len(u) != 1 || u[0].rank != 0 || u[0].method != stallProbeMethod {
+		t.Fatalf("probes %+v, want one %s on rank 0", u, stallProbeMethod)
+	}
 	// b on the healthy rank is untouched.
 	d.HandleOutputs(1, batch(1, finOut("b", wire.FinishLength, 8)))
 	if _, err := recvAll(t, b); err != nil {
@@ -115,8 +120,8 @@ func TestStalledEngine(t *testing.T) {
 	if _, err := d.Submit(context.Background(), pinned("p", 0)); !errors.As(err, &bad) {
 		t.Fatalf("pinned to a stalled rank: %v", err)
 	}
-	// It speaks (scheduler stats only): routable again.
-	d.HandleOutputs(0, &wire.EngineCoreOutputs{SchedulerStats: &wire.SchedulerStats{}})
+	// It answers the probe: routable again.
+	d.HandleOutputs(0, &wire.EngineCoreOutputs{UtilityOutput: &wire.UtilityOutput{CallID: stallProbeCallID}})
 	if st := d.Engines(); st[0].State != EngineStateUp {
 		t.Fatalf("rank 0 %v after speaking", st[0].State)
 	}
