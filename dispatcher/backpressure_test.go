@@ -37,9 +37,14 @@ func (c *clientSender) SendFrom(ctx context.Context, client uint64, rank int, ty
 }
 
 func newClientHarness(t *testing.T, ranks ...int) (*Dispatcher, *clientSender) {
+	return newClientHarnessWith(t, Config{}, ranks...)
+}
+
+func newClientHarnessWith(t *testing.T, cfg Config, ranks ...int) (*Dispatcher, *clientSender) {
 	t.Helper()
 	cs := &clientSender{fakeSender: newFakeSender(t), busy: map[int]bool{}}
-	d, err := New(Config{Registerer: prometheus.NewRegistry()}, cs)
+	cfg.Registerer = prometheus.NewRegistry()
+	d, err := New(cfg, cs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +107,22 @@ func TestBusyRankTriesAnother(t *testing.T) {
 	defer cs.mu.Unlock()
 	if tries := len(cs.clients) - n; tries != 1 {
 		t.Fatalf("%d ranks tried after the caller gave up, want 1", tries)
+	}
+}
+
+// Anonymous client keys have their own counter: taking them from the
+// policy's sequence made round-robin pick the same rank every time.
+func TestRoundRobinWithClientSender(t *testing.T) {
+	d, _ := newClientHarnessWith(t, Config{Policy: PolicyRoundRobin}, 0, 1)
+	counts := map[int]int{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		s, err := d.Submit(context.Background(), mkReq(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[s.Rank()]++
+	}
+	if counts[0] != 2 || counts[1] != 2 {
+		t.Fatalf("round-robin over 2 ranks: %v", counts)
 	}
 }

@@ -32,6 +32,7 @@ type Dispatcher struct {
 	engines atomic.Pointer[engineSet]
 	engMu   sync.Mutex // serialises engine-set copy-and-swap (cold path)
 	seq     atomic.Uint64
+	anon    atomic.Uint64 // client keys of requests submitted without WithClient
 
 	aborts      abortQueue
 	abortKick   chan struct{}
@@ -260,7 +261,7 @@ func (d *Dispatcher) sendAdd(r *request, ctx context.Context, rank int, body []b
 		// No client named: the request is a client of its own, so it competes
 		// with a burst on equal terms. The top bit keeps these apart from keys
 		// given with WithClient.
-		client = 1<<63 | d.seq.Add(1)
+		client = 1<<63 | d.anon.Add(1)
 	}
 	return cs.SendFrom(sctx, client, rank, wire.RequestAdd, body, aux)
 }

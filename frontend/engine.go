@@ -80,8 +80,8 @@ func (e *engine) start() {
 }
 
 // enqueue queues one message. An ADD (wait) whose queue is full, or whose
-// client is over its fair share, waits for room until ctx ends (then
-// *QueueFullError) or the engine goes down; other messages never wait, and a
+// client is over its fair share, waits for room until ctx ends or SendWait
+// passes (then *QueueFullError) or the engine goes down; other messages never wait, and a
 // queue full even past its reserve refuses them with *EngineStuckError.
 func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait bool) error {
 	if err := e.routable(); err != nil {
@@ -97,6 +97,12 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 	if !wait {
 		e.f.metrics.queueFull.Inc()
 		return &EngineStuckError{Rank: e.rank, Queued: e.sendq.queued()}
+	}
+	// Only a send that has to wait pays for a timer.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.f.cfg.SendWait {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, e.f.cfg.SendWait, ErrSendWait)
+		defer cancel()
 	}
 	e.f.metrics.queueWaits.Inc()
 	e.sendq.setWaiting(client, 1)

@@ -249,15 +249,7 @@ func (f *Frontend) SendFrom(ctx context.Context, client uint64, rank int, typ by
 		wire.PutBuffer(body)
 		return fmt.Errorf("frontend: refusing request type %#x (engines kill their input thread on it)", typ)
 	}
-	wait := typ == wire.RequestAdd
-	if wait {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.cfg.SendWait {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, f.cfg.SendWait, ErrSendWait)
-			defer cancel()
-		}
-	}
-	if err := e.enqueue(ctx, client, sendItem{typ: typ, body: body, aux: aux}, wait); err != nil {
+	if err := e.enqueue(ctx, client, sendItem{typ: typ, body: body, aux: aux}, typ == wire.RequestAdd); err != nil {
 		wire.PutBuffer(body)
 		return err
 	}

@@ -3,8 +3,8 @@ package frontend
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/wire"
@@ -82,100 +82,90 @@ func testEngine(t *testing.T, queue int) *engine {
 // TestBurstQueuesBehindItself: one client's burst fills an engine's queue;
 // it used to make every other submitter fail with "send queue full" (the
 // engine declared stuck). Now the burst waits for room, and another client's
-// ADD gets a slot as soon as one frees, ahead of the burst's next ones.
+// ADD gets the next free slot, ahead of the burst's next ones. Run in a
+// synctest bubble: synctest.Wait returns once every submitter is blocked.
 func TestBurstQueuesBehindItself(t *testing.T) {
-	e := testEngine(t, 64)
-	ctx := context.Background()
-	const burst, other = 1, 2
-	burstDone := make(chan error, 1)
-	go func() {
-		for range 1000 {
-			if err := e.enqueue(ctx, burst, item(), true); err != nil {
-				burstDone <- err
-				return
+	synctest.Test(t, func(t *testing.T) {
+		e := testEngine(t, 64)
+		ctx := context.Background()
+		const burst, other = 1, 2
+		burstDone := make(chan error, 1)
+		go func() {
+			for range 1000 {
+				if err := e.enqueue(ctx, burst, item(), true); err != nil {
+					burstDone <- err
+					return
+				}
 			}
+			burstDone <- nil
+		}()
+		synctest.Wait() // the burst filled the queue and waits
+		if n := e.sendq.queued(); n != 64 {
+			t.Fatalf("%d queued, want 64", n)
 		}
-		burstDone <- nil
-	}()
-	for e.sendq.queued() < 64 { // the burst filled the queue and waits
-		time.Sleep(time.Millisecond)
-	}
-	otherDone := make(chan error, 1)
-	go func() { otherDone <- e.enqueue(ctx, other, item(), true) }()
-	for {
-		e.sendq.mu.Lock()
-		_, waiting := e.sendq.waiting[other]
-		e.sendq.mu.Unlock()
-		if waiting {
-			break
+		otherDone := make(chan error, 1)
+		go func() { otherDone <- e.enqueue(ctx, other, item(), true) }()
+		synctest.Wait() // both wait
+		// The writer frees one slot: it goes to the other client, not to the
+		// burst, which is over its share (64/2) while the other waits.
+		if got := e.sendq.popBatch(nil, 1); len(got) != 1 {
+			t.Fatal("nothing to pop")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	// The writer frees one slot at a time; the other client's ADD is queued
-	// within the first share's worth of pops, not after the burst's 1,000.
-	popped := 0
-	for {
+		synctest.Wait()
 		select {
 		case err := <-otherDone:
 			if err != nil {
 				t.Fatalf("the other client's ADD failed: %v", err)
 			}
-			if popped > 64 {
-				t.Fatalf("the other client waited %d pops, behind the burst", popped)
-			}
-			for {
-				got := e.sendq.popBatch(nil, 64)
-				select {
-				case err := <-burstDone:
-					if err != nil {
-						t.Fatalf("burst: %v", err)
-					}
-					return
-				default:
-				}
-				if len(got) == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
 		default:
+			t.Fatal("the other client's ADD still waits after a slot freed")
 		}
-		if len(e.sendq.popBatch(nil, 1)) == 1 {
-			popped++
+		// The burst goes on as the writer drains, and nothing of it fails.
+		for {
+			e.sendq.popBatch(nil, 64)
+			synctest.Wait()
+			select {
+			case err := <-burstDone:
+				if err != nil {
+					t.Fatalf("burst: %v", err)
+				}
+				e.sendq.close()
+				return
+			default:
+			}
 		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	})
 }
 
-// TestQueueWaitEnds: a waiting ADD ends with its context (*QueueFullError,
-// not a stuck engine) or with the engine going down.
+// TestQueueWaitEnds: a waiting ADD ends with its context or SendWait
+// (*QueueFullError, not a stuck engine), or with the engine going down.
 func TestQueueWaitEnds(t *testing.T) {
-	e := testEngine(t, 1)
-	if err := e.enqueue(context.Background(), 1, item(), true); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	err := e.enqueue(ctx, 1, item(), true)
-	var full *QueueFullError
-	if !errors.As(err, &full) || errIs[*EngineStuckError](err) || errIs[*EngineDeadError](err) {
-		t.Fatalf("wait past the context: %v", err)
-	}
-	var wg sync.WaitGroup
-	var downErr error
-	wg.Go(func() { downErr = e.enqueue(context.Background(), 2, item(), true) })
-	for {
-		e.sendq.mu.Lock()
-		n := len(e.sendq.waiting)
-		e.sendq.mu.Unlock()
-		if n == 1 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		e := testEngine(t, 1)
+		if err := e.enqueue(context.Background(), 1, item(), true); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	e.f.markDown(e, Dead, ErrEngineLeft)
-	wg.Wait()
-	if !errIs[*EngineDeadError](downErr) {
-		t.Fatalf("wait across engine down: %v", downErr)
-	}
-	e.sendq.close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		err := e.enqueue(ctx, 1, item(), true)
+		var full *QueueFullError
+		if !errors.As(err, &full) || !errors.Is(err, context.DeadlineExceeded) || errIs[*EngineStuckError](err) || errIs[*EngineDeadError](err) {
+			t.Fatalf("wait past the context: %v", err)
+		}
+		start := time.Now()
+		err = e.enqueue(context.Background(), 1, item(), true)
+		if !errors.As(err, &full) || !errors.Is(err, ErrSendWait) || time.Since(start) != e.f.cfg.SendWait {
+			t.Fatalf("wait past SendWait: %v after %v", err, time.Since(start))
+		}
+		var downErr error
+		done := make(chan struct{})
+		go func() { downErr = e.enqueue(context.Background(), 2, item(), true); close(done) }()
+		synctest.Wait()
+		e.f.markDown(e, Dead, ErrEngineLeft)
+		<-done
+		if !errIs[*EngineDeadError](downErr) {
+			t.Fatalf("wait across engine down: %v", downErr)
+		}
+		e.sendq.close()
+	})
 }
