@@ -65,7 +65,7 @@ func (s *Server) loadSnapshot() error {
 		var rec snapshotSlot
 		err := json.Unmarshal(line, &rec)
 		if err == nil {
-			err = s.reg.ApplyChange(now, rec)
+			err = s.reg.applyChange(now, rec)
 		}
 		if err != nil {
 			if i == len(lines)-1 {
@@ -78,11 +78,8 @@ func (s *Server) loadSnapshot() error {
 	s.journal.base = int64(len(data))
 	// Fold what the log held into a fresh snapshot at the first write.
 	s.journal.mustFold = len(logData) > 0
-	s.reg.TakeChanges()
-	s.persisted = s.reg.Revision() - 1
-	if !s.journal.mustFold {
-		s.persisted = s.reg.Revision()
-	}
+	s.reg.takeChanges()
+	s.persisted = s.reg.Revision()
 	s.log.Info("loaded registry snapshot; engines stay hidden until probed", "path", s.cfg.SnapshotPath, "log_bytes", len(logData))
 	return nil
 }
@@ -98,11 +95,11 @@ func (s *Server) persist() {
 	defer s.persistMu.Unlock()
 	s.mu.Lock()
 	rev := s.reg.Revision()
-	if rev == s.persisted {
+	j := &s.journal
+	if rev == s.persisted && !j.mustFold {
 		s.mu.Unlock()
 		return
 	}
-	j := &s.journal
 	if j.mustFold || (j.size > s.cfg.SnapshotCompactBytes && j.size > j.base) {
 		snap := s.reg.Snapshot(s.now())
 		s.mu.Unlock()
@@ -117,7 +114,7 @@ func (s *Server) persist() {
 		s.persisted = rev
 		return
 	}
-	changes := s.reg.TakeChanges()
+	changes := s.reg.takeChanges()
 	s.mu.Unlock()
 	var buf bytes.Buffer
 	for _, c := range changes {

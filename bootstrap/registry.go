@@ -108,7 +108,7 @@ type Registry struct {
 	pol   Policy
 	slots map[int]*slot
 	rev   uint64
-	dirty map[int]struct{} // dp ranks changed since TakeChanges
+	dirty map[int]struct{} // dp ranks changed since takeChanges
 }
 
 // NewRegistry returns an empty registry applying pol. A zero

@@ -58,12 +58,12 @@ func (r *Registry) Snapshot(now time.Time) Snapshot {
 	return snap
 }
 
-// TakeChanges returns the persisted form of every dp rank changed since the
+// takeChanges returns the persisted form of every dp rank changed since the
 // last call (or Snapshot), in dp order, and forgets them. Each record is the
 // whole state of its dp rank, so replaying records over a snapshot is
 // idempotent: a crash between a compaction and the log's truncation loses
 // nothing.
-func (r *Registry) TakeChanges() []snapshotSlot {
+func (r *Registry) takeChanges() []snapshotSlot {
 	out := make([]snapshotSlot, 0, len(r.dirty))
 	for dp := range r.dirty {
 		if s := r.slots[dp]; s != nil {
@@ -135,8 +135,8 @@ func (r *Registry) Restore(now time.Time, data []byte) error {
 	return nil
 }
 
-// ApplyChange replays one change-log record over the restored registry.
-func (r *Registry) ApplyChange(now time.Time, ss snapshotSlot) error {
+// applyChange replays one change-log record over the restored registry.
+func (r *Registry) applyChange(now time.Time, ss snapshotSlot) error {
 	if ss.Removed {
 		delete(r.slots, ss.DP)
 		return nil
