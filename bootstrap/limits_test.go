@@ -248,3 +248,31 @@ func doFrom(t *testing.T, h http.Handler, remote, method, path, body string, hdr
 	}
 	return newRecorder(h, req).Code
 }
+
+// TestConcurrentWorkersTakeOver: the workers of one restarted engine race
+// to replace its dead predecessor on their dp rank: all of them are stored
+// under the new engine, whichever took the rank first.
+func TestConcurrentWorkersTakeOver(t *testing.T) {
+	p := newFakeProber()
+	s, _ := newTestServer(t, testConfig(), p)
+	h := s.Handler()
+	for tp := range 8 {
+		if code, _ := do(t, h, "POST", "/register", regSizes("OLD", 0, tp, 0, fmt.Sprintf("tcp://10.0.0.1:%d", 5000+tp), 8, 1)); code != 200 {
+			t.Fatal("old engine")
+		}
+	}
+	var wg sync.WaitGroup
+	for tp := range 8 {
+		a := fmt.Sprintf("10.0.0.2:%d", 5000+tp)
+		p.set(a, true)
+		wg.Go(func() {
+			if code, body := do(t, h, "POST", "/register", regSizes("NEW", 0, tp, 0, "tcp://"+a, 8, 1)); code != 200 {
+				t.Errorf("tp %d: %d %s", tp, code, body)
+			}
+		})
+	}
+	wg.Wait()
+	if _, body := do(t, h, "GET", "/query", ""); !strings.Contains(body, `"engine_id":"NEW"`) || strings.Count(body, "tcp://10.0.0.2:") != 8 {
+		t.Fatalf("/query %s", body)
+	}
+}
