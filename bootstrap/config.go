@@ -20,6 +20,11 @@ type Config struct {
 	// endpoints (DELETE, drain, undrain). /register stays open because the
 	// vLLM client cannot send a token.
 	Token string
+	// AdminNetworks are the CIDRs from which the /v2 admin API (reads and
+	// mutations) is served; others get 403. Empty means loopback only, so an
+	// operator has to opt in before anyone else can drain or delete. A
+	// non-loopback network requires Token.
+	AdminNetworks []string
 	// SnapshotPath, when non-empty, is a JSON file rewritten atomically on
 	// every change and loaded on start, so a registry restart does not lose
 	// entries that vLLM will never re-register.
@@ -50,6 +55,26 @@ type Config struct {
 	// tp_size/pp_size in the payload if the client sends them, else from the
 	// ranks seen plus Settle).
 	TPSize, PPSize int
+	// MaxEngines bounds the dp ranks the registry holds (current engines);
+	// a registration for a new dp rank beyond it is refused with 400.
+	MaxEngines int
+	// MaxWorkersPerEngine bounds tp_size, pp_size, tp_size x pp_size, the
+	// ranks and the workers of one engine: the /v2 view lists every missing
+	// slot, so an unbounded topology claimed by one request could exhaust
+	// memory.
+	MaxWorkersPerEngine int
+	// MaxWorkers bounds the workers held in total, current and retired
+	// (retired engines are kept for Retention); the oldest retired engines
+	// are forgotten first to make room, then registrations are refused.
+	MaxWorkers int
+	// MaxResponseBytes bounds one /v2/engines page; the answer says where
+	// the next page starts (?offset=) when more engines remain.
+	MaxResponseBytes int
+	// SnapshotCompactBytes: the change log next to SnapshotPath is folded
+	// into the snapshot file once it is larger than this and than the
+	// snapshot itself, so every change costs one small append instead of a
+	// rewrite of the whole registry.
+	SnapshotCompactBytes int64
 	// Logger receives takeovers, conflicts and probe transitions; nil
 	// discards.
 	Logger *slog.Logger
@@ -62,13 +87,18 @@ type Config struct {
 // DefaultConfig returns a Config with every default filled in.
 func DefaultConfig() Config {
 	return Config{
-		Address:             "127.0.0.1:8998",
-		ProbeInterval:       5 * time.Second,
-		ProbeTimeout:        500 * time.Millisecond,
-		ConflictProbeBudget: 2 * time.Second,
-		FailureThreshold:    3,
-		Retention:           10 * time.Minute,
-		Settle:              3 * time.Second,
+		Address:              "127.0.0.1:8998",
+		ProbeInterval:        5 * time.Second,
+		ProbeTimeout:         500 * time.Millisecond,
+		ConflictProbeBudget:  2 * time.Second,
+		FailureThreshold:     3,
+		Retention:            10 * time.Minute,
+		Settle:               3 * time.Second,
+		MaxEngines:           1024,
+		MaxWorkersPerEngine:  1024,
+		MaxWorkers:           16384,
+		MaxResponseBytes:     8 << 20,
+		SnapshotCompactBytes: 1 << 20,
 	}
 }
 
@@ -98,18 +128,65 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bootstrap: Config.TPSize must not be negative, got %d", c.TPSize)
 	case c.PPSize < 0:
 		return fmt.Errorf("bootstrap: Config.PPSize must not be negative, got %d", c.PPSize)
+	case c.MaxEngines < 1:
+		return fmt.Errorf("bootstrap: Config.MaxEngines must be at least 1, got %d", c.MaxEngines)
+	case c.MaxWorkersPerEngine < 1:
+		return fmt.Errorf("bootstrap: Config.MaxWorkersPerEngine must be at least 1, got %d", c.MaxWorkersPerEngine)
+	case c.MaxWorkers < c.MaxWorkersPerEngine:
+		return fmt.Errorf("bootstrap: Config.MaxWorkers (%d) must be at least MaxWorkersPerEngine (%d)", c.MaxWorkers, c.MaxWorkersPerEngine)
+	case max(c.TPSize, 1)*max(c.PPSize, 1) > c.MaxWorkersPerEngine:
+		return fmt.Errorf("bootstrap: Config.TPSize x PPSize (%d) exceeds MaxWorkersPerEngine (%d)", max(c.TPSize, 1)*max(c.PPSize, 1), c.MaxWorkersPerEngine)
+	case c.MaxResponseBytes < 64<<10:
+		return fmt.Errorf("bootstrap: Config.MaxResponseBytes must be at least 64 KiB (one engine of MaxWorkersPerEngine must fit), got %d", c.MaxResponseBytes)
+	case c.SnapshotCompactBytes < 1:
+		return fmt.Errorf("bootstrap: Config.SnapshotCompactBytes must be positive, got %d", c.SnapshotCompactBytes)
+	}
+	if _, err := c.adminNets(); err != nil {
+		return err
 	}
 	return nil
+}
+
+// adminNets parses AdminNetworks (loopback when empty) and refuses a
+// non-loopback network without a Token: the mutations would be open to it.
+func (c Config) adminNets() ([]*net.IPNet, error) {
+	cidrs := c.AdminNetworks
+	if len(cidrs) == 0 {
+		cidrs = []string{"127.0.0.0/8", "::1/128"}
+	}
+	nets := make([]*net.IPNet, 0, len(cidrs))
+	for _, s := range cidrs {
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			if ip := net.ParseIP(s); ip != nil {
+				bits := 8 * len(ip.To16())
+				if ip.To4() != nil {
+					ip, bits = ip.To4(), 32
+				}
+				n = &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}
+			} else {
+				return nil, fmt.Errorf("bootstrap: Config.AdminNetworks %q: want a CIDR or an IP", s)
+			}
+		}
+		if !n.IP.IsLoopback() && c.Token == "" {
+			return nil, fmt.Errorf("bootstrap: Config.AdminNetworks %q is not loopback: set Token too, or anyone there can delete and drain engines", s)
+		}
+		nets = append(nets, n)
+	}
+	return nets, nil
 }
 
 // Policy returns the part of the Config the pure [Registry] needs.
 func (c Config) Policy() Policy {
 	return Policy{
-		FailureThreshold: c.FailureThreshold,
-		Retention:        c.Retention,
-		Settle:           c.Settle,
-		TPSize:           c.TPSize,
-		PPSize:           c.PPSize,
+		FailureThreshold:    c.FailureThreshold,
+		Retention:           c.Retention,
+		Settle:              c.Settle,
+		TPSize:              c.TPSize,
+		PPSize:              c.PPSize,
+		MaxEngines:          c.MaxEngines,
+		MaxWorkersPerEngine: c.MaxWorkersPerEngine,
+		MaxWorkers:          c.MaxWorkers,
 	}
 }
 
@@ -120,4 +197,6 @@ type Policy struct {
 	Retention        time.Duration
 	Settle           time.Duration
 	TPSize, PPSize   int
+	// Zero limits mean the DefaultConfig values (see NewRegistry).
+	MaxEngines, MaxWorkersPerEngine, MaxWorkers int
 }

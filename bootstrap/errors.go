@@ -42,6 +42,11 @@ type ConflictError struct {
 	HolderDP int
 	// Probe lists the holder's workers to probe before giving up.
 	Probe []ProbeTarget
+	// Unconfirmed is set by the HTTP edge when the holder named here was not
+	// seen alive by a probe made for this registration: it took the slot
+	// while the registration was deciding (concurrent registrations for one
+	// dp rank) and ConflictProbeBudget ran out before it could be probed.
+	Unconfirmed bool
 }
 
 func (e *ConflictError) Error() string { return "bootstrap: " + e.Detail() }
@@ -61,6 +66,10 @@ func (e *ConflictError) Detail() string {
 // Hint says what the operator should do; it travels in the log and in an
 // extra "hint" field beside "detail" that vLLM ignores.
 func (e *ConflictError) Hint() string {
+	if e.Unconfirmed {
+		return fmt.Sprintf("engine %s took dp_rank=%d while this registration was being decided (concurrent registrations for one dp rank) and could not be probed within the conflict budget; "+
+			"if it is gone, DELETE /v2/engines/%s and restart this engine, and give concurrent deployments distinct dp ranks or registries", e.Holder, e.HolderDP, e.Holder)
+	}
 	switch e.Kind {
 	case EngineMismatch:
 		return fmt.Sprintf("engine %s still answers on its workers' ports, so two live deployments use dp_rank=%d of this registry: give each deployment its own registry (bootstrap_server_address) or distinct data-parallel ranks, or stop the old engine, or DELETE /v2/engines/%s", e.Old, e.DP, e.Old)
@@ -94,3 +103,14 @@ func (e *InvalidError) Error() string {
 	}
 	return fmt.Sprintf("bootstrap: invalid %s: %s", e.Field, e.Msg)
 }
+
+// LimitError is a registration refused because the registry is full or the
+// claimed topology is beyond its bounds (Config.MaxEngines,
+// MaxWorkersPerEngine, MaxWorkers). It is answered with 400: the condition
+// does not pass by waiting, and vLLM treats any 400 as fatal anyway.
+type LimitError struct{ detail string }
+
+func (e *LimitError) Error() string { return "bootstrap: " + e.detail }
+
+// Detail is the text of the 400's "detail".
+func (e *LimitError) Detail() string { return e.detail }

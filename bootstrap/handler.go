@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -30,9 +32,9 @@ func (s *Server) routes(metricsHandler http.Handler) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /v2/engines", s.handleEngines)
-	mux.HandleFunc("GET /v2/engines/{engine_id}", s.handleEngine)
-	mux.HandleFunc("GET /v2/generations", s.handleGenerations)
+	mux.Handle("GET /v2/engines", s.adminRead(s.handleEngines))
+	mux.Handle("GET /v2/engines/{engine_id}", s.adminRead(s.handleEngine))
+	mux.Handle("GET /v2/generations", s.adminRead(s.handleGenerations))
 	mux.Handle("DELETE /v2/engines/{engine_id}", s.admin(s.handleDelete))
 	mux.Handle("DELETE /v2/engines/{engine_id}/workers/{tp}/{pp}", s.admin(s.handleDeleteWorker))
 	mux.Handle("POST /v2/engines/{engine_id}/drain", s.admin(s.handleDrain(true)))
@@ -102,6 +104,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var (
 		ce  *ConflictError
 		te  *TopologyError
+		le  *LimitError
 		inv *InvalidError
 	)
 	switch {
@@ -110,13 +113,21 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	case errors.As(err, &ce):
 		s.metrics.registrations.WithLabelValues(conflictResult(ce.Kind)).Inc()
-		s.log.Warn("registration refused: holder is alive", "detail", ce.Detail(), "hint", ce.Hint(),
+		msg := "registration refused: holder is alive"
+		if ce.Unconfirmed {
+			msg = "registration refused: holder changed concurrently and could not be probed in time"
+		}
+		s.log.Warn(msg, "detail", ce.Detail(), "hint", ce.Hint(),
 			"engine_id", reg.EngineID, "dp_rank", reg.DP, "tp_rank", reg.TP, "pp_rank", reg.PP, "addr", reg.Addr, "source", reg.Source)
 		writeJSON(w, http.StatusBadRequest, errorBody{Detail: ce.Detail(), Hint: ce.Hint()})
 	case errors.As(err, &te):
 		s.metrics.registrations.WithLabelValues("topology").Inc()
 		s.log.Warn("registration refused: topology", "detail", te.Detail(), "engine_id", reg.EngineID, "dp_rank", reg.DP)
 		writeJSON(w, http.StatusBadRequest, errorBody{Detail: te.Detail()})
+	case errors.As(err, &le):
+		s.metrics.registrations.WithLabelValues("limit").Inc()
+		s.log.Warn("registration refused: limit", "detail", le.Detail(), "engine_id", truncate(reg.EngineID), "dp_rank", reg.DP, "source", reg.Source)
+		writeJSON(w, http.StatusBadRequest, errorBody{Detail: le.Detail()})
 	case errors.As(err, &inv):
 		s.metrics.registrations.WithLabelValues("invalid").Inc()
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []validationIssue{{
@@ -128,18 +139,47 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// maxConflictRounds bounds how often one registration re-probes a holder
+// that changed under it (concurrent registrations for one dp rank).
+const maxConflictRounds = 4
+
 // register applies a registration. A conflict is decided now, because the
 // vLLM client treats any 400 as fatal and never retries it: the holder is
 // probed (bounded by ConflictProbeBudget, far inside the client's 30 s
-// timeout), and the registration retried once with what the probe found.
+// timeout), and the registration retried with what the probe found.
+// Concurrent registrations for one dp rank can change the holder between the
+// probe and the retry; the new holder is then probed too, within the same
+// budget, so a refusal always rests on a probe of the holder it names (or
+// says plainly that none could be made in time).
 func (s *Server) register(ctx context.Context, reg Registration) (Outcome, error) {
 	s.mu.Lock()
 	out, err := s.reg.Register(s.now(), reg)
 	s.mu.Unlock()
 	var ce *ConflictError
-	if errors.As(err, &ce) {
-		results := probeConflict(ctx, s.prober, ce.Probe, s.cfg.ProbeTimeout, s.cfg.ConflictProbeBudget, s.retryGap, s.cfg.FailureThreshold)
+	if !errors.As(err, &ce) {
+		return s.registered(reg, out, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.ConflictProbeBudget)
+	defer cancel()
+	alive := make(map[ProbeTarget]bool) // answered a probe made for this request
+	for round := 0; round < maxConflictRounds && errors.As(err, &ce); round++ {
+		var todo []ProbeTarget
+		for _, t := range ce.Probe {
+			if _, seen := alive[t]; !seen {
+				todo = append(todo, t)
+			}
+		}
+		if len(todo) == 0 || bctx.Err() != nil {
+			break
+		}
+		results := probeConflict(bctx, s.prober, todo, s.cfg.ProbeTimeout, s.cfg.ConflictProbeBudget, s.retryGap, s.cfg.FailureThreshold)
+		if bctx.Err() != nil && ctx.Err() == nil {
+			// Cut short by the budget: a failure now says nothing about the
+			// worker, and must not kill it.
+			results = slices.DeleteFunc(results, func(r ProbeResult) bool { return r.Err != nil })
+		}
 		for _, r := range results {
+			alive[r.ProbeTarget] = r.Err == nil
 			if r.Err != nil {
 				s.metrics.probeFailures.WithLabelValues("conflict").Inc()
 				s.log.Info("conflict probe failed", "engine_id", r.EngineID, "dp_rank", r.DP, "tp_rank", r.TP, "pp_rank", r.PP, "addr", r.Addr, "err", r.Err)
@@ -152,6 +192,18 @@ func (s *Server) register(ctx context.Context, reg Registration) (Outcome, error
 		s.mu.Unlock()
 		s.logTransitions(tr, "conflict probe")
 	}
+	if errors.As(err, &ce) {
+		for _, t := range ce.Probe {
+			if !alive[t] {
+				ce.Unconfirmed = true
+			}
+		}
+	}
+	return s.registered(reg, out, err)
+}
+
+// registered logs and persists the result of register.
+func (s *Server) registered(reg Registration, out Outcome, err error) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
@@ -208,14 +260,56 @@ func (s *Server) handleQueryEngine(w http.ResponseWriter, r *http.Request) {
 	writeCachable(w, r, q)
 }
 
+// handleEngines answers one page of /v2/engines: engines from ?offset= (0)
+// on, at most ?limit= of them, and at most MaxResponseBytes in all; when
+// more remain, "next_offset" says where the next page starts.
 func (s *Server) handleEngines(w http.ResponseWriter, r *http.Request) {
+	offset, err1 := queryInt(r, "offset", 0)
+	limit, err2 := queryInt(r, "limit", 1<<30)
+	if err1 != nil || err2 != nil || offset < 0 || limit < 1 {
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Detail: "offset must be >= 0 and limit >= 1"})
+		return
+	}
 	s.mu.Lock()
 	es := s.reg.Engines(s.now())
 	s.mu.Unlock()
-	if es == nil {
-		es = []EngineInfo{}
+	var buf bytes.Buffer
+	buf.WriteString(`{"engines":[`)
+	n, next := 0, -1
+	for i := min(offset, len(es)); i < len(es); i++ {
+		b, err := json.Marshal(es[i])
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, errorBody{Detail: "Internal Server Error"})
+			return
+		}
+		// Room is kept for the closing fields; a page always holds at least
+		// one engine, which MaxWorkersPerEngine keeps small.
+		if n == limit || (n > 0 && buf.Len()+len(b)+64 > s.cfg.MaxResponseBytes) {
+			next = i
+			break
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(b)
+		n++
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"engines": es})
+	fmt.Fprintf(&buf, `],"total":%d`, len(es))
+	if next >= 0 {
+		fmt.Fprintf(&buf, `,"next_offset":%d`, next)
+	}
+	buf.WriteString("}")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+}
+
+func queryInt(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	return strconv.Atoi(v)
 }
 
 func (s *Server) handleEngine(w http.ResponseWriter, r *http.Request) {
@@ -289,6 +383,9 @@ func (s *Server) adminDone(w http.ResponseWriter, err error, eviction string, at
 // that change state. /register is left open: vLLM cannot send a token.
 func (s *Server) admin(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.fromAdminNetwork(w, r) {
+			return
+		}
 		if s.cfg.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) != 1 {
@@ -351,4 +448,37 @@ func remoteIP(r *http.Request) string {
 func isLoopback(ip string) bool {
 	p := net.ParseIP(ip)
 	return p != nil && p.IsLoopback()
+}
+
+// adminRead restricts a /v2 read to AdminNetworks: it shows source
+// addresses and the whole topology.
+func (s *Server) adminRead(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.fromAdminNetwork(w, r) {
+			return
+		}
+		h(w, r)
+	})
+}
+
+// fromAdminNetwork answers 403 and returns false unless the request comes
+// from one of AdminNetworks (loopback by default).
+func (s *Server) fromAdminNetwork(w http.ResponseWriter, r *http.Request) bool {
+	ip := net.ParseIP(remoteIP(r))
+	for _, n := range s.adminNets {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	s.log.Warn("admin request from outside the admin networks", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusForbidden, errorBody{Detail: "Forbidden", Hint: "the /v2 admin API answers only the networks in --admin-allow (loopback by default)"})
+	return false
+}
+
+// truncate shortens a client-supplied string for a log line.
+func truncate(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "..."
+	}
+	return v
 }

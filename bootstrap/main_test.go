@@ -83,6 +83,7 @@ func newTestServer(t *testing.T, cfg Config, p Prober) (*Server, *fakeClock) {
 		t.Fatal(err)
 	}
 	s.retryGap = 0
+	t.Cleanup(s.closeJournal)
 	return s, clk
 }
 
@@ -90,6 +91,8 @@ func newTestServer(t *testing.T, cfg Config, p Prober) (*Server, *fakeClock) {
 func do(t *testing.T, h http.Handler, method, path, body string, hdr ...string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	// An operator on the registry's host: /v2 answers loopback only by default.
+	req.RemoteAddr = "127.0.0.1:40000"
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -18,12 +18,13 @@ type metrics struct {
 	queries        *prometheus.CounterVec // path: root, engine
 	evictions      *prometheus.CounterVec // reason: deleted, expired
 	snapshotWrites *prometheus.CounterVec // result: ok, error
+	snapshotBytes  prometheus.Counter
 	states         *stateCollector
 }
 
 var registerResults = []string{
 	"ok", "idempotent", "engine_takeover", "worker_takeover",
-	"engine_mismatch", "worker_conflict", "engine_elsewhere", "topology", "invalid",
+	"engine_mismatch", "worker_conflict", "engine_elsewhere", "topology", "limit", "invalid",
 }
 
 func newMetrics(reg prometheus.Registerer, states *stateCollector) (*metrics, error) {
@@ -52,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, states *stateCollector) (*metrics, er
 			Name: "switchyard_registry_snapshot_writes_total",
 			Help: "Snapshot file writes by result.",
 		}, []string{"result"}),
+		snapshotBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_registry_snapshot_bytes_total",
+			Help: "Bytes written to the snapshot file and its change log.",
+		}),
 		states: states,
 	}
 	// Pre-create the children so dashboards see zeros, not gaps.
@@ -76,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, states *stateCollector) (*metrics, er
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.registrations, m.takeovers, m.probeFailures, m.queries, m.evictions, m.snapshotWrites, states} {
+	for _, c := range []prometheus.Collector{m.registrations, m.takeovers, m.probeFailures, m.queries, m.evictions, m.snapshotWrites, m.snapshotBytes, states} {
 		if err := reg.Register(c); err != nil {
 			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 				return nil, fmt.Errorf("bootstrap: metrics already registered (one registry per Registerer): %w", err)

@@ -44,7 +44,7 @@ func TestProbeLoop(t *testing.T) {
 		}
 		time.Sleep(cfg.Retention)
 		synctest.Wait()
-		if _, body := do(t, h, "GET", "/v2/engines", ""); body != `{"engines":[]}` {
+		if _, body := do(t, h, "GET", "/v2/engines", ""); body != `{"engines":[],"total":0}` {
 			t.Fatalf("dead engine kept past retention: %s", body)
 		}
 		cancel()

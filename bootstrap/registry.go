@@ -108,6 +108,7 @@ type Registry struct {
 	pol   Policy
 	slots map[int]*slot
 	rev   uint64
+	dirty map[int]struct{} // dp ranks changed since takeChanges
 }
 
 // NewRegistry returns an empty registry applying pol. A zero
@@ -116,7 +117,13 @@ func NewRegistry(pol Policy) *Registry {
 	if pol.FailureThreshold < 1 {
 		pol.FailureThreshold = 1
 	}
-	return &Registry{pol: pol, slots: make(map[int]*slot)}
+	return &Registry{pol: withDefaultLimits(pol), slots: make(map[int]*slot), dirty: make(map[int]struct{})}
+}
+
+// markDirty records a change worth persisting to dp rank dp.
+func (r *Registry) markDirty(dp int) {
+	r.rev++
+	r.dirty[dp] = struct{}{}
 }
 
 // Revision increases on every change worth persisting (workers added,
@@ -143,6 +150,7 @@ func (r *Registry) Register(now time.Time, reg Registration) (Outcome, error) {
 	s := r.slots[reg.DP]
 	key := workerKey{reg.TP, reg.PP}
 	out := Outcome{Result: Registered}
+	adds := true // false when the worker replaces one in its slot
 	if s != nil && s.cur != nil {
 		e := s.cur
 		switch w := e.workers[key]; {
@@ -174,7 +182,18 @@ func (r *Registry) Register(now time.Time, reg Registration) (Outcome, error) {
 			}
 			if w != nil {
 				out = Outcome{Result: WorkerTakeover, Replaced: w.addr, ReplacedGeneration: e.gen}
+				adds = false
 			}
+		}
+	}
+	if adds {
+		var holder *engine
+		if s != nil && out.Result == Registered {
+			holder = s.cur
+		}
+		// A takeover replaces the current engine: the count does not grow.
+		if err := r.makeRoom(reg.DP, s == nil || s.cur == nil, holder); err != nil {
+			return Outcome{}, err
 		}
 	}
 
@@ -211,7 +230,7 @@ func (r *Registry) Register(now time.Time, reg Registration) (Outcome, error) {
 	}
 	e.lastRegister = now
 	r.updateDead(now, e)
-	r.rev++
+	r.markDirty(reg.DP)
 	out.Generation = s.gen
 	return out, nil
 }
@@ -231,6 +250,9 @@ func (r *Registry) newEngine(now time.Time, reg Registration, gen uint64) *engin
 // validate checks a registration before anything is changed, and returns
 // the host:port to probe.
 func (r *Registry) validate(reg Registration) (string, error) {
+	if err := r.checkBounds(reg); err != nil {
+		return "", err
+	}
 	if reg.EngineID == "" {
 		return "", &InvalidError{Type: "value_error", Field: "engine_id", Msg: "engine_id must not be empty"}
 	}
@@ -320,9 +342,12 @@ func (r *Registry) holderDead(e *engine, newAddr string) bool {
 func (r *Registry) retire(now time.Time, s *slot, why string) {
 	e := s.cur
 	e.retiredAt, e.retiredWhy = now, why
+	if len(s.past) >= maxRetiredPerSlot {
+		s.past = append(s.past[:0], s.past[1:]...)
+	}
 	s.past = append(s.past, e)
 	s.cur = nil
-	r.rev++
+	r.markDirty(s.dp)
 }
 
 // Delete retires the current engine with the given id (explicit
@@ -357,7 +382,7 @@ func (r *Registry) DeleteWorker(now time.Time, engineID string, tp, pp int) erro
 	delete(e.workers, key)
 	e.lastRegister = now
 	r.updateDead(now, e)
-	r.rev++
+	r.markDirty(s.dp)
 	return nil
 }
 
@@ -371,7 +396,7 @@ func (r *Registry) SetDraining(engineID string, draining bool) error {
 	}
 	if s.cur.draining != draining {
 		s.cur.draining = draining
-		r.rev++
+		r.markDirty(s.dp)
 	}
 	return nil
 }

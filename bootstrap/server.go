@@ -2,15 +2,11 @@ package bootstrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,11 +27,13 @@ type Server struct {
 	mu  sync.Mutex // guards reg
 	reg *Registry
 
-	metrics *metrics
-	handler http.Handler
+	metrics   *metrics
+	handler   http.Handler
+	adminNets []*net.IPNet // who may use /v2 (Config.AdminNetworks)
 
 	persistMu sync.Mutex // serializes snapshot writes, in revision order
 	persisted uint64     // revision last written
+	journal   journal    // the change log beside the snapshot; under persistMu
 
 	lnMu sync.Mutex
 	ln   net.Listener
@@ -87,6 +85,9 @@ func newServer(cfg Config, reg *Registry, p Prober, now func() time.Time) (*Serv
 		return nil, err
 	}
 	s.metrics = m
+	if s.adminNets, err = cfg.adminNets(); err != nil {
+		return nil, err
+	}
 	if cfg.SnapshotPath != "" {
 		if err := s.loadSnapshot(); err != nil {
 			return nil, err
@@ -178,6 +179,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.persist()
+	s.closeJournal()
 	return err
 }
 
@@ -236,76 +238,4 @@ func (s *Server) logTransitions(tr []Transition, why string) {
 		s.log.Log(context.Background(), lvl, "engine state changed", "engine_id", t.EngineID,
 			"dp_rank", t.DP, "generation", t.Generation, "from", t.From, "to", t.To, "cause", why)
 	}
-}
-
-func (s *Server) loadSnapshot() error {
-	data, err := os.ReadFile(s.cfg.SnapshotPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("bootstrap: read snapshot: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.reg.Restore(s.now(), data); err != nil {
-		return fmt.Errorf("bootstrap: snapshot %s (remove it to start empty): %w", s.cfg.SnapshotPath, err)
-	}
-	s.persisted = s.reg.Revision()
-	s.log.Info("loaded registry snapshot; engines stay hidden until probed", "path", s.cfg.SnapshotPath)
-	return nil
-}
-
-// persist writes the snapshot if the registry changed since the last write.
-// The write is atomic (temp file, fsync, rename) so a crash leaves either
-// the old or the new file. A failure is logged: the registration it follows
-// already succeeded in memory, and failing it would abort the prefill.
-func (s *Server) persist() {
-	if s.cfg.SnapshotPath == "" {
-		return
-	}
-	s.persistMu.Lock()
-	defer s.persistMu.Unlock()
-	s.mu.Lock()
-	rev := s.reg.Revision()
-	if rev == s.persisted {
-		s.mu.Unlock()
-		return
-	}
-	snap := s.reg.Snapshot(s.now())
-	s.mu.Unlock()
-	if err := writeSnapshot(s.cfg.SnapshotPath, snap); err != nil {
-		s.metrics.snapshotWrites.WithLabelValues("error").Inc()
-		s.log.Error("cannot write registry snapshot", "path", s.cfg.SnapshotPath, "err", err)
-		return
-	}
-	s.metrics.snapshotWrites.WithLabelValues("ok").Inc()
-	s.persisted = rev
-}
-
-func writeSnapshot(path string, snap Snapshot) error {
-	data, err := MarshalSnapshot(snap)
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("bootstrap: snapshot: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("bootstrap: snapshot: %w", err)
-	}
-	return nil
 }

@@ -151,8 +151,8 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 	do(t, s1.Handler(), "POST", "/register", regBody("A", 0, 1, 0, "tcp://10.0.0.1:5001"))
 	do(t, s1.Handler(), "POST", "/register", regBody("B", 1, 0, 0, "tcp://10.0.0.2:5000"))
 	_, want := do(t, s1.Handler(), "GET", "/e/A/query", "")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no snapshot written: %v", err)
+	if _, err := os.Stat(path + ".log"); err != nil {
+		t.Fatalf("no snapshot log written: %v", err)
 	}
 	if m, _ := filepath.Glob(path + ".tmp-*"); len(m) != 0 {
 		t.Fatalf("temp files left: %v", m)

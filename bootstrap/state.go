@@ -232,10 +232,8 @@ func (r *Registry) Expire(now time.Time) int {
 		if e := s.cur; e != nil && !e.deadSince.IsZero() && now.Sub(e.deadSince) >= r.pol.Retention {
 			s.cur = nil
 			n++
+			r.markDirty(s.dp)
 		}
-	}
-	if n > 0 {
-		r.rev++
 	}
 	return n
 }

@@ -22,7 +22,8 @@ type EngineInfo struct {
 	// (tp_size/pp_size in the payload) or learned (frozen when first
 	// published); empty while unknown.
 	TopologySource string       `json:"topology_source,omitempty"`
-	Missing        []string     `json:"missing,omitempty"` // "tp=1,pp=0" slots not yet registered
+	Missing        []string     `json:"missing,omitempty"` // "tp=1,pp=0" slots not yet registered, the first few
+	MissingCount   int          `json:"missing_count,omitempty"`
 	Created        time.Time    `json:"created"`
 	LastRegister   time.Time    `json:"last_register"`
 	DeadSince      *time.Time   `json:"dead_since,omitempty"`
@@ -133,7 +134,12 @@ func (r *Registry) info(now time.Time, e *engine) EngineInfo {
 	for t := range e.tpSize {
 		for p := range max(e.ppSize, 1) {
 			if e.workers[workerKey{t, p}] == nil {
-				in.Missing = append(in.Missing, fmt.Sprintf("tp=%d,pp=%d", t, p))
+				// Listed up to a bound: the topology is bounded too, but a
+				// thousand empty slots say no more than their count.
+				if in.MissingCount < maxMissingListed {
+					in.Missing = append(in.Missing, fmt.Sprintf("tp=%d,pp=%d", t, p))
+				}
+				in.MissingCount++
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,7 +10,8 @@ import (
 )
 
 // Sender hands frames to an engine. The frontend implements it with one writer
-// goroutine per engine. Send never blocks; ownership of body passes to the Sender
+// goroutine per engine. Send does not block for long (an ADD into a full queue
+// may wait for room, see ClientSender); ownership of body passes to the Sender
 // (it calls wire.PutBuffer(body) after the write), so the dispatcher encodes into
 // wire.GetBuffer() and never touches body again. Frames sent to one rank are written
 // in Send order. An error means "this engine cannot take it" (dead or stuck): the
@@ -17,6 +19,30 @@ import (
 // the engine's state through EngineDown.
 type Sender interface {
 	Send(rank int, typ byte, body []byte, aux [][]byte) error
+}
+
+// ClientSender is what a Sender may also offer: an ADD that waits while its
+// engine's queue is full (backpressure, bounded by ctx and the sender's own
+// limit), sharing the queue fairly between clients, so one client's burst
+// queues behind itself instead of failing other clients' requests. The
+// dispatcher uses it for ADDs when the Sender has it; the client key comes
+// from WithClient, else every request is a client of its own.
+type ClientSender interface {
+	SendFrom(ctx context.Context, client uint64, rank int, typ byte, body []byte, aux [][]byte) error
+}
+
+type clientKey struct{}
+
+// WithClient returns a ctx naming the client that submits with it, for the
+// fair share of engine queues (see ClientSender). A server passes one key
+// per connection: all of that connection's requests then share one share.
+func WithClient(ctx context.Context, client uint64) context.Context {
+	return context.WithValue(ctx, clientKey{}, client)
+}
+
+func clientOf(ctx context.Context) (uint64, bool) {
+	c, ok := ctx.Value(clientKey{}).(uint64)
+	return c, ok
 }
 
 // WaveHook lets the coordinator stamp current_wave on each ADD (and wake paused
@@ -62,6 +88,11 @@ type Config struct {
 	// idle one reports nothing, so its last report would otherwise stand forever.
 	// 0 means 1s.
 	StatsMaxAge time.Duration
+	// StallTimeout: an engine with requests in flight that sends no output
+	// and no scheduler stats for this long is stalled (stall.go): no new
+	// work, its requests fail with *EngineStalledError, routable again when
+	// it speaks. 0 = off (CheckStalls may still be called by hand).
+	StallTimeout time.Duration
 }
 
 // DefaultConfig returns the configuration New uses for zero fields.
@@ -87,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatsMaxAge < 0 {
 		return fmt.Errorf("dispatcher: config: StatsMaxAge %v must be >= 0", c.StatsMaxAge)
+	}
+	if c.StallTimeout < 0 {
+		return fmt.Errorf("dispatcher: config: StallTimeout %v must be >= 0", c.StallTimeout)
 	}
 	if c.ClientIndex < 0 {
 		return fmt.Errorf("dispatcher: config: ClientIndex %d must be >= 0", c.ClientIndex)

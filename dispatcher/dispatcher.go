@@ -32,11 +32,13 @@ type Dispatcher struct {
 	engines atomic.Pointer[engineSet]
 	engMu   sync.Mutex // serialises engine-set copy-and-swap (cold path)
 	seq     atomic.Uint64
+	anon    atomic.Uint64 // client keys of requests submitted without WithClient
 
 	aborts      abortQueue
 	abortKick   chan struct{}
 	stop        chan struct{}
 	aborterDone chan struct{}
+	stallDone   chan struct{} // closed when the stall watch has stopped
 
 	util utilityTable
 
@@ -75,6 +77,12 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 	d.m = m
 	d.util.init()
 	go d.runAborter()
+	d.stallDone = make(chan struct{})
+	if cfg.StallTimeout > 0 {
+		go d.runStallWatch()
+	} else {
+		close(d.stallDone)
+	}
 	return d, nil
 }
 
@@ -121,6 +129,22 @@ func (d *Dispatcher) SubmitFunc(req *wire.EngineCoreRequest,
 	return r.eng.rank, nil
 }
 
+// SubmitFuncContext is SubmitFunc whose ADD may wait for room in a full
+// engine queue until ctx ends (see ClientSender); ctx also names the client
+// (WithClient) for the fair share. Unlike Submit, cancelling ctx after the
+// ADD is out does not abort the request: the caller aborts by id.
+func (d *Dispatcher) SubmitFuncContext(ctx context.Context, req *wire.EngineCoreRequest,
+	deliver func(rank int, out *wire.EngineCoreOutput, err error)) (rank int, err error) {
+	if deliver == nil {
+		return -1, fmt.Errorf("dispatcher: nil deliver callback")
+	}
+	r := &request{d: d, deliver: deliver, sendCtx: ctx}
+	if err := d.submit(req, r, nil); err != nil {
+		return -1, err
+	}
+	return r.eng.rank, nil
+}
+
 // submit is the dispatch path shared by Submit and SubmitFunc. ctx, when non-nil, is
 // watched for cancellation once the ADD is out.
 func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context.Context) error {
@@ -161,6 +185,9 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		if !retry || req.DataParallelRank.Valid {
 			return err
 		}
+		if sctx := r.submitCtx(ctx); sctx.Err() != nil {
+			return err // the caller gave up waiting: do not wait on another rank
+		}
 		refused = err
 		skip = append(skip, e)
 	}
@@ -175,7 +202,11 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eng, r.done = e, false
-	e.inFlight.Add(1)
+	if e.inFlight.Add(1) == 1 {
+		// Busy from now: the engine owes outputs from here on, not from the
+		// last stall check that found it idle.
+		e.idleAt.Store(start.UnixNano())
+	}
 	if _, dup := d.table.LoadOrStore(r.id, r); dup {
 		e.inFlight.Add(-1)
 		return false, &DuplicateRequestId{ID: r.id}
@@ -213,7 +244,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		// and an engine of another release may take it.
 		return errors.As(err, &le), fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
 	}
-	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
+	if err := d.sendAdd(r, ctx, e.rank, body, aux); err != nil {
 		d.rollbackLocked(r, outcomeSendFailed)
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
@@ -222,6 +253,24 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })
 	}
 	return false, nil
+}
+
+// sendAdd hands an ADD to the Sender; one that can wait for room in a full
+// queue (ClientSender) gets the submitter's context and client key.
+func (d *Dispatcher) sendAdd(r *request, ctx context.Context, rank int, body []byte, aux [][]byte) error {
+	cs, ok := d.sender.(ClientSender)
+	if !ok {
+		return d.sender.Send(rank, wire.RequestAdd, body, aux)
+	}
+	sctx := r.submitCtx(ctx)
+	client, ok := clientOf(sctx)
+	if !ok {
+		// No client named: the request is a client of its own, so it competes
+		// with a burst on equal terms. The top bit keeps these apart from keys
+		// given with WithClient.
+		client = 1<<63 | d.anon.Add(1)
+	}
+	return cs.SendFrom(sctx, client, rank, wire.RequestAdd, body, aux)
 }
 
 // choose picks the engine for req: its pinned rank, or the policy's choice among
@@ -355,6 +404,7 @@ func (d *Dispatcher) Close() error {
 	d.flushAborts()
 	close(d.stop)
 	<-d.aborterDone
+	<-d.stallDone
 	d.util.closeAll(ErrClosed)
 	return nil
 }

@@ -15,6 +15,9 @@ type EngineState string
 const (
 	EngineStateUp   EngineState = "up"
 	EngineStateDown EngineState = "down"
+	// EngineStateStalled: connected, but silent with requests in flight for
+	// StallTimeout; no new work until it speaks again.
+	EngineStateStalled EngineState = "stalled"
 )
 
 // EngineStatus is one engine as Engines reports it.
@@ -43,7 +46,13 @@ type engine struct {
 	statsAt    atomic.Int64 // unix nanoseconds of the last stats, 0 = none
 	kvBits     atomic.Uint64
 	lastOutput atomic.Int64 // unix nanoseconds, 0 = never
-	cause      atomic.Pointer[string]
+	// Stall watch (stall.go): the last output or stats, the last check that
+	// found nothing in flight, and whether the engine is stalled.
+	lastHeard atomic.Int64
+	idleAt    atomic.Int64
+	stalled   atomic.Bool
+	probedAt  atomic.Int64 // last utility probe of a stalled engine
+	cause     atomic.Pointer[string]
 	// maxModelLen is the engine's registered context length, 0 = unknown.
 	maxModelLen atomic.Int64
 	// layout is the engine's vLLM wire layout (set before up, like maxModelLen).
@@ -58,7 +67,7 @@ func (e *engine) load(now, maxAge int64) Load {
 	at := e.statsAt.Load()
 	return Load{
 		Rank:         e.rank,
-		Ready:        e.up.Load(),
+		Ready:        e.up.Load() && !e.stalled.Load(),
 		InFlight:     e.inFlight.Load(),
 		Waiting:      e.waiting.Load(),
 		Running:      e.running.Load(),
@@ -89,7 +98,10 @@ func (e *engine) status() EngineStatus {
 		Running:      e.running.Load(),
 		KVCacheUsage: math.Float64frombits(e.kvBits.Load()),
 	}
-	if e.up.Load() {
+	if e.up.Load() && e.stalled.Load() {
+		st.State = EngineStateStalled
+		st.Cause = "stalled: no output or scheduler stats with requests in flight"
+	} else if e.up.Load() {
 		st.State = EngineStateUp
 	} else if c := e.cause.Load(); c != nil {
 		st.Cause = *c

@@ -19,6 +19,7 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	e := set.find(rank)
 	if e == nil {
 		e = &engine{rank: rank, m: d.m.forEngine(rank)}
+		e.lastHeard.Store(d.cfg.Now().UnixNano()) // the stall clock starts at READY
 		e.maxModelLen.Store(lim.MaxModelLen)
 		e.layout.Store(lim.Layout)
 		e.up.Store(true)
@@ -35,6 +36,8 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	}
 	e.observeLoad(0, 0, 0, 0) // a restarted engine is empty; no stats yet
 	e.cause.Store(nil)
+	e.stalled.Store(false)
+	e.lastHeard.Store(d.cfg.Now().UnixNano())
 	e.maxModelLen.Store(lim.MaxModelLen) // before up: no request sees the old limits
 	e.layout.Store(lim.Layout)           // a restarted engine may run another vLLM release
 	e.up.Store(true)
@@ -76,7 +79,9 @@ func (d *Dispatcher) EngineDown(rank int, err error) {
 // scheduler_stats in HandleOutputs) for the rank policy.
 func (d *Dispatcher) ObserveLoad(rank int, waiting, running int64, kvCacheUsage float64) {
 	if e := d.engines.Load().find(rank); e != nil {
-		e.observeLoad(waiting, running, kvCacheUsage, d.cfg.Now().UnixNano())
+		now := d.cfg.Now().UnixNano()
+		e.observeLoad(waiting, running, kvCacheUsage, now)
+		d.heard(e, now)
 	}
 }
 
@@ -92,6 +97,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 	now := d.cfg.Now()
 	e.lastOutput.Store(now.UnixNano())
+	d.heard(e, now.UnixNano())
 	tokens := 0
 	var ttft, itl histBatch
 	for i := range outs.Outputs {

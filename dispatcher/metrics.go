@@ -26,12 +26,13 @@ const (
 	outcomeNoFinalOutput                // finished_requests without a final output
 	outcomeSendFailed                   // the Sender refused the ADD
 	outcomeClosed                       // Close
+	outcomeStalled                      // its engine stalled (CheckStalls)
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"stop", "length", "abort", "error", "repetition", "cancelled", "engine_down",
-	"slow_consumer", "no_final_output", "send_failed", "closed",
+	"slow_consumer", "no_final_output", "send_failed", "closed", "engine_stalled",
 }
 
 func finishOutcome(f wire.FinishReason) outcome {
@@ -55,6 +56,7 @@ type metrics struct {
 	dispatch   prometheus.Histogram
 	tokens     *prometheus.CounterVec
 	engineLoad *engineCollector
+	stalls     prometheus.Counter
 }
 
 type engineMetrics struct {
@@ -88,11 +90,15 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Help: "Generated tokens received, by engine rank.",
 		}, []string{"rank"}),
 		engineLoad: newEngineCollector(d),
+		stalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_engine_stalls_total",
+			Help: "Engines marked stalled: requests in flight and no output or scheduler stats for the stall timeout.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad} {
+	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad, m.stalls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

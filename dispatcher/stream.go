@@ -106,6 +106,8 @@ type request struct {
 	deliver func(rank int, out *wire.EngineCoreOutput, err error)
 	// stopWatch unregisters the Submit context watch; nil when there is none.
 	stopWatch func() bool
+	// sendCtx bounds SubmitFuncContext's wait for queue room; nil otherwise.
+	sendCtx context.Context
 
 	start time.Time // Submit entry, for dispatch latency and TTFT
 
@@ -119,6 +121,18 @@ type request struct {
 	got1st   bool
 	notify   chan struct{} // Stream: cap 1, poked after each delivery
 	bufLimit int
+}
+
+// submitCtx is the context an ADD may wait under: Submit's, or
+// SubmitFuncContext's, or none.
+func (r *request) submitCtx(ctx context.Context) context.Context {
+	switch {
+	case ctx != nil:
+		return ctx
+	case r.sendCtx != nil:
+		return r.sendCtx
+	}
+	return context.Background()
 }
 
 // wake pokes a waiting Recv without ever blocking the producer.

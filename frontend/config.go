@@ -37,9 +37,14 @@ type Config struct {
 	// CoordinatorInput/CoordinatorOutput are put into INIT when set (a coordinator
 	// binds them elsewhere).
 	CoordinatorInput, CoordinatorOutput string
-	// SendQueue is the number of messages queued per engine; a Send into a full
-	// queue fails with *EngineStuckError.
+	// SendQueue is the number of ADDs queued per engine. A Send into a full
+	// queue waits for room (fair share per client) for up to SendWait; other
+	// messages have a small reserve above it and never wait.
 	SendQueue int
+	// SendWait bounds how long an ADD waits for room in a full send queue
+	// before it fails with *QueueFullError (the caller's context may end it
+	// sooner).
+	SendWait time.Duration
 	// StuckAfter: a socket write pending longer marks the engine Stuck and fails its
 	// requests.
 	StuckAfter time.Duration
@@ -83,6 +88,7 @@ func DefaultConfig() Config {
 		BindHost:         "127.0.0.1",
 		DataParallelSize: 1,
 		SendQueue:        1024,
+		SendWait:         30 * time.Second,
 		StuckAfter:       10 * time.Second,
 		PhaseTimeout:     10 * time.Minute,
 		MaxFrameSize:     256 << 20,
@@ -98,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if c.SendQueue < 1 {
 		bad("SendQueue", "must be positive")
+	}
+	if c.SendWait <= 0 {
+		bad("SendWait", "must be positive")
 	}
 	if c.StuckAfter <= 0 {
 		bad("StuckAfter", "must be positive")

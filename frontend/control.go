@@ -90,7 +90,7 @@ func (f *Frontend) check(now time.Time) {
 			}
 			if ps := e.pendingSince.Load(); ps != 0 {
 				if pending := now.Sub(time.Unix(0, ps)); pending > f.cfg.StuckAfter {
-					f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Queued: len(e.sendq), Pending: pending})
+					f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Queued: e.sendq.queued(), Pending: pending})
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,11 @@ import (
 )
 
 type sendItem struct {
-	typ  byte
-	body []byte
-	aux  [][]byte
+	typ     byte
+	body    []byte
+	aux     [][]byte
+	client  uint64 // who submitted it, for the fair share
+	counted bool   // counted against client's share (ADDs)
 }
 
 // engine is one generation of one rank: its sockets, its send queue and writer, and
@@ -30,7 +33,7 @@ type engine struct {
 	out    transport.Socket // own output PULL; nil when shared
 	shared bool
 
-	sendq        chan sendItem
+	sendq        *sendQueue
 	st           atomic.Int32 // EngineState, read by Send without locks
 	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
 	lastOutput   atomic.Int64
@@ -58,7 +61,7 @@ func (f *Frontend) newEngine(rank, gen int, in, out transport.Socket, shared boo
 	e := &engine{
 		f: f, rank: rank, id: wire.IdentityOf(rank), gen: gen,
 		in: in, out: out, shared: shared,
-		sendq: make(chan sendItem, f.cfg.SendQueue),
+		sendq: newSendQueue(f.cfg.SendQueue),
 		down:  make(chan struct{}),
 		hs:    hs,
 	}
@@ -81,36 +84,88 @@ func (e *engine) start() {
 	}
 }
 
-// enqueue never blocks: a full queue refuses this message only.
-func (e *engine) enqueue(it sendItem) error {
+// enqueue queues one message. An ADD (wait) whose queue is full, or whose
+// client is over its fair share, waits for room until ctx ends or SendWait
+// passes (then *QueueFullError) or the engine goes down; other messages never wait, and a
+// queue full even past its reserve refuses them with *EngineStuckError.
+func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait bool) error {
+	if err := e.routable(); err != nil {
+		return err
+	}
+	ok, room := e.sendq.tryPush(client, it, wait)
+	if ok {
+		return nil
+	}
+	if room == nil {
+		return e.routable()
+	}
+	if !wait {
+		e.f.metrics.queueFull.Inc()
+		return &EngineStuckError{Rank: e.rank, Queued: e.sendq.queued()}
+	}
+	// Only a send that has to wait pays for a timer.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.f.cfg.SendWait {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, e.f.cfg.SendWait, ErrSendWait)
+		defer cancel()
+	}
+	e.f.metrics.queueWaits.Inc()
+	e.sendq.setWaiting(client, 1)
+	defer e.sendq.setWaiting(client, -1)
+	for {
+		select {
+		case <-room:
+		case <-e.down:
+			return e.routable()
+		case <-ctx.Done():
+			e.f.metrics.queueFull.Inc()
+			return &QueueFullError{Rank: e.rank, Queued: e.sendq.queued(), Cause: context.Cause(ctx)}
+		}
+		if err := e.routable(); err != nil {
+			return err
+		}
+		if ok, room = e.sendq.tryPush(client, it, true); ok {
+			return nil
+		}
+		if room == nil {
+			return e.routable()
+		}
+	}
+}
+
+// routable returns nil while the engine takes messages, else why not.
+func (e *engine) routable() error {
 	switch s := e.state(); s {
 	case Ready:
+		return nil
 	case Stuck, Dead:
 		if d := e.dead.Load(); d != nil {
 			return d
 		}
 		return &EngineDeadError{Rank: e.rank, Cause: e.deadCause()}
-	default:
-		return &EngineDeadError{Rank: e.rank, Cause: ErrNotReady}
 	}
+	if e.isClosing() {
+		return &EngineDeadError{Rank: e.rank, Cause: e.deadCause()}
+	}
+	return &EngineDeadError{Rank: e.rank, Cause: ErrNotReady}
+}
+
+func (e *engine) isClosing() bool {
 	select {
-	case e.sendq <- it:
-		return nil
+	case <-e.down:
+		return true
 	default:
-		e.f.metrics.queueFull.Inc()
-		return &EngineStuckError{Rank: e.rank, Queued: len(e.sendq)}
+		return false
 	}
 }
 
 // enqueueProbe queues a layout probe while the engine is still connecting: the one
 // message an engine is sent before it is placed on a layout.
 func (e *engine) enqueueProbe(body []byte) error {
-	select {
-	case e.sendq <- sendItem{typ: wire.RequestUtility, body: body}:
-		return nil
-	default:
-		return &EngineStuckError{Rank: e.rank, Queued: len(e.sendq)}
+	if ok, _ := e.sendq.tryPush(0, sendItem{typ: wire.RequestUtility, body: body}, false); !ok {
+		return &EngineStuckError{Rank: e.rank, Queued: e.sendq.queued()}
 	}
+	return nil
 }
 
 func (e *engine) deadCause() error {
@@ -137,16 +192,15 @@ func (e *engine) writeLoop() {
 	)
 	for {
 		select {
-		case it := <-e.sendq:
-			items = append(items[:0], it)
-		more:
-			for len(items) < maxWriteBatch {
-				select {
-				case it := <-e.sendq:
-					items = append(items, it)
-				default:
-					break more
-				}
+		case <-e.sendq.ready:
+		case <-e.down:
+			e.sendq.close()
+			return
+		}
+		for {
+			items = e.sendq.popBatch(items[:0], maxWriteBatch)
+			if len(items) == 0 {
+				break
 			}
 			// Frames first, then the message windows: frames must not move once
 			// msgs point into it.
@@ -182,15 +236,7 @@ func (e *engine) writeLoop() {
 				} else {
 					e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
 				}
-			}
-		case <-e.down:
-			for {
-				select {
-				case it := <-e.sendq:
-					wire.PutBuffer(it.body)
-				default:
-					return
-				}
+				break // down: the next select sees it and drains the queue
 			}
 		}
 	}

@@ -9,6 +9,10 @@ import (
 // Sentinel errors. Match with errors.Is.
 var (
 	ErrClosed = errors.New("frontend: closed")
+	// ErrSendWait: an ADD waited Config.SendWait for room in a full send queue
+	// (the Cause of a *QueueFullError when the caller's context did not end
+	// first). The engine is busy: answer 503 and let the client retry.
+	ErrSendWait = errors.New("frontend: send queue stayed full for the send wait")
 	// ErrUnknownRank: Send to a rank this frontend does not manage. The typed form
 	// is *UnknownRankError.
 	ErrUnknownRank = errors.New("frontend: unknown rank")
@@ -125,3 +129,19 @@ type LayoutRefusedError struct {
 func (e *LayoutRefusedError) Error() string {
 	return fmt.Sprintf("frontend: engine rank %d refused: %s", e.Rank, e.Msg)
 }
+
+// QueueFullError: an ADD waited for room in its engine's full send queue (or
+// for its client's fair share of it) until its context ended or
+// Config.SendWait passed. The engine is busy, not stuck: nothing was sent, so
+// the request may go to another rank or be retried later.
+type QueueFullError struct {
+	Rank   int
+	Queued int
+	Cause  error // ErrSendWait, or the caller's context's error
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("engine rank %d busy: send queue full (%d queued): %v", e.Rank, e.Queued, e.Cause)
+}
+
+func (e *QueueFullError) Unwrap() error { return e.Cause }

@@ -221,12 +221,24 @@ func (f *Frontend) HandshakeAddress() string {
 	return f.hsSock.Addr()
 }
 
-// Send queues one request for rank and never blocks. Ownership of body passes to
-// the frontend, which returns it with wire.PutBuffer after the socket write (or at
-// once on error). Errors: *EngineDeadError (also while the rank is still
-// connecting, with Cause ErrNotReady), *EngineStuckError (queue full),
-// *UnknownRankError.
+// Send is SendFrom for an anonymous client, waiting at most Config.SendWait.
 func (f *Frontend) Send(rank int, typ byte, body []byte, aux [][]byte) error {
+	return f.SendFrom(context.Background(), 0, rank, typ, body, aux)
+}
+
+// SendFrom queues one request for rank on behalf of client (any key that
+// tells submitters apart; 0 = anonymous). Ownership of body passes to the
+// frontend, which returns it with wire.PutBuffer after the socket write (or at
+// once on error).
+//
+// A full send queue is backpressure: an ADD waits for room, and while several
+// clients wait each gets its fair share of the queue, so one client's burst
+// queues behind itself. The wait ends with ctx or after Config.SendWait,
+// whichever is first, with a *QueueFullError. ABORT, UTILITY and
+// START_DP_WAVE never wait. Other errors: *EngineDeadError (also while the
+// rank is still connecting, with Cause ErrNotReady), *EngineStuckError (even
+// the reserve for non-ADD messages is full), *UnknownRankError.
+func (f *Frontend) SendFrom(ctx context.Context, client uint64, rank int, typ byte, body []byte, aux [][]byte) error {
 	t := f.table.Load()
 	e := t.get(rank)
 	if e == nil {
@@ -237,7 +249,7 @@ func (f *Frontend) Send(rank int, typ byte, body []byte, aux [][]byte) error {
 		wire.PutBuffer(body)
 		return fmt.Errorf("frontend: refusing request type %#x (engines kill their input thread on it)", typ)
 	}
-	if err := e.enqueue(sendItem{typ: typ, body: body, aux: aux}); err != nil {
+	if err := e.enqueue(ctx, client, sendItem{typ: typ, body: body, aux: aux}, typ == wire.RequestAdd); err != nil {
 		wire.PutBuffer(body)
 		return err
 	}

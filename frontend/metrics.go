@@ -12,12 +12,13 @@ import (
 // metrics are registered on Config.Registerer; with a nil Registerer they are still
 // updated but never exported.
 type metrics struct {
-	f         *Frontend
-	engines   *prometheus.GaugeVec
-	failures  *prometheus.CounterVec
-	queueFull prometheus.Counter
-	outputs   prometheus.Counter
-	refused   prometheus.Counter
+	f          *Frontend
+	engines    *prometheus.GaugeVec
+	failures   *prometheus.CounterVec
+	queueFull  prometheus.Counter
+	queueWaits prometheus.Counter
+	outputs    prometheus.Counter
+	refused    prometheus.Counter
 	// outputDrops: output connections that ended by an error, not a clean close.
 	outputDrops prometheus.Counter
 	byState     [4]prometheus.Gauge
@@ -37,7 +38,10 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 			Name: "switchyard_frontend_engine_failures_total", Help: "Engines taken out of service, by cause.",
 		}, []string{"cause"}),
 		queueFull: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "switchyard_frontend_send_queue_full_total", Help: "Sends refused because an engine's queue was full.",
+			Name: "switchyard_frontend_send_queue_full_total", Help: "Sends refused because an engine's queue stayed full (an ADD past its wait, other messages past the reserve).",
+		}),
+		queueWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_frontend_send_queue_waits_total", Help: "ADDs that waited for room in a full send queue or for their client's fair share (backpressure).",
 		}),
 		outputs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_frontend_output_messages_total", Help: "Output messages received from engines.",
@@ -66,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, f *Frontend) (*metrics, error) {
 		m.byReason[r] = m.failures.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.outputs, m.refused, m.outputDrops, m.engineLayout, m.layoutRefused} {
+		for _, c := range []prometheus.Collector{m.engines, m.failures, m.queueFull, m.queueWaits, m.outputs, m.refused, m.outputDrops, m.engineLayout, m.layoutRefused} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

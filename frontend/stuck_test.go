@@ -67,15 +67,18 @@ func TestStuckEngineIsolatedSynctest(t *testing.T) {
 			t.Fatalf("write pending since %v, want %v", time.Unix(0, got), pendingAt)
 		}
 
-		// Send never blocks: the queue takes SendQueue more, then refuses.
+		// The queue takes SendQueue more; then an ADD waits for room (a full
+		// queue is backpressure) until its context ends.
 		for i := range cfg.SendQueue {
 			if err := f.Send(0, wire.RequestAdd, addBody(t, fmt.Sprintf("queued-%d", i), 1000, nil), nil); err != nil {
 				t.Fatalf("queueing %d: %v", i, err)
 			}
 		}
-		err := f.Send(0, wire.RequestAdd, addBody(t, "refused", 1000, nil), nil)
-		var full *EngineStuckError
-		if !errors.As(err, &full) || errIs[*EngineDeadError](err) || full.Rank != 0 || full.Queued != cfg.SendQueue || full.Pending != 0 {
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		err := f.SendFrom(wctx, 7, 0, wire.RequestAdd, addBody(t, "waited", 1000, nil), nil)
+		wcancel()
+		var full *QueueFullError
+		if !errors.As(err, &full) || errIs[*EngineDeadError](err) || full.Rank != 0 || full.Queued != cfg.SendQueue || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("send into rank 0's full queue: %v", err)
 		}
 
@@ -110,8 +113,8 @@ func TestStuckEngineIsolatedSynctest(t *testing.T) {
 			t.Fatalf("rank 1 down: %d", downs1)
 		}
 		synctest.Wait() // the closed socket ended the pending write; the queue is dropped
-		if e0.pendingSince.Load() != 0 || len(e0.sendq) != 0 {
-			t.Fatalf("rank 0 writer still pending (%d) with %d queued", e0.pendingSince.Load(), len(e0.sendq))
+		if e0.pendingSince.Load() != 0 || e0.sendq.queued() != 0 {
+			t.Fatalf("rank 0 writer still pending (%d) with %d queued", e0.pendingSince.Load(), e0.sendq.queued())
 		}
 		if info := f.Engines()[0]; info.State != Stuck {
 			t.Fatalf("rank 0 state %v", info.State)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 )
 
@@ -77,6 +78,13 @@ type Config struct {
 	// BootstrapAddress is the HOST:PORT of the embedded bootstrap registry; empty =
 	// off.
 	BootstrapAddress string
+	// EngineStallTimeout: an engine with requests in flight that sends no
+	// output and no scheduler stats for this long is stalled: no new work, its
+	// requests fail with a clear cause, routable again when it speaks. 0 = off.
+	EngineStallTimeout time.Duration
+	// Bootstrap holds the embedded registry's other settings (token, admin
+	// networks, limits); its Address, Logger and Registerer are set by Start.
+	Bootstrap bootstrap.Config
 
 	// ShutdownTimeout bounds how long in-flight requests may run after shutdown
 	// begins before they are aborted.
@@ -95,18 +103,20 @@ type Config struct {
 // DefaultConfig returns the defaults of `switchyard serve`.
 func DefaultConfig() Config {
 	return Config{
-		DataParallelSize:  1,
-		MockEngines:       2,
-		EngineTransport:   "ipc",
-		EngineBindHost:    "127.0.0.1",
-		MockStep:          5 * time.Millisecond,
-		MockTokensPerStep: 1,
-		HTTPAddress:       "127.0.0.1:8000",
-		ClientAddress:     "tcp://127.0.0.1:5570",
-		LBPolicy:          dispatcher.PolicyLeastLoaded,
-		MaxLogprobs:       DefaultMaxLogprobs,
-		ShutdownTimeout:   30 * time.Second,
-		ReadyTimeout:      30 * time.Second,
+		DataParallelSize:   1,
+		MockEngines:        2,
+		EngineTransport:    "ipc",
+		EngineBindHost:     "127.0.0.1",
+		MockStep:           5 * time.Millisecond,
+		MockTokensPerStep:  1,
+		HTTPAddress:        "127.0.0.1:8000",
+		ClientAddress:      "tcp://127.0.0.1:5570",
+		LBPolicy:           dispatcher.PolicyLeastLoaded,
+		MaxLogprobs:        DefaultMaxLogprobs,
+		ShutdownTimeout:    30 * time.Second,
+		ReadyTimeout:       30 * time.Second,
+		Bootstrap:          bootstrap.DefaultConfig(),
+		EngineStallTimeout: 60 * time.Second,
 	}
 }
 
@@ -223,6 +233,14 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.BootstrapAddress); err != nil {
 			return bad("bootstrap-address", "%q: want HOST:PORT", c.BootstrapAddress)
 		}
+		b := c.Bootstrap
+		b.Address = c.BootstrapAddress
+		if err := b.Validate(); err != nil {
+			return bad("bootstrap-address", "%v", err)
+		}
+	}
+	if c.EngineStallTimeout < 0 {
+		return bad("engine-stall-timeout", "must not be negative")
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown-timeout", "must not be negative")

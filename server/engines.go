@@ -79,7 +79,9 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 		if st.State != dispatcher.EngineStateUp {
 			// The dispatcher stops routing to a rank first; do not call it ready.
 			v.Ready = false
-			if v.State == "ready" {
+			if st.State == dispatcher.EngineStateStalled {
+				v.State = "stalled"
+			} else if v.State == "ready" {
 				v.State = "dead"
 			}
 			if v.Cause == "" {

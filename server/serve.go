@@ -68,9 +68,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{}}
+	// The failure paths below `return nil, err`, which sets the named result s to
+	// nil before deferred calls run: tear down through a copy, or a taken port
+	// becomes a nil dereference and the started components (and the ipc dir) leak.
+	started := s
 	defer func() {
 		if err != nil {
-			s.teardown()
+			started.teardown()
 		}
 	}()
 	reg := cfg.Registry
@@ -117,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	sender := &frontendSender{}
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = cfg.LBPolicy
+	dcfg.StallTimeout = cfg.EngineStallTimeout
 	dcfg.Logger = cfg.Logger.With("component", "dispatcher")
 	dcfg.Registerer = reg
 	if s.node != nil && cfg.EnableWaves {
@@ -267,7 +272,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 }
 
 func (s *Server) startBootstrap() error {
-	bcfg := bootstrap.DefaultConfig()
+	bcfg := s.cfg.Bootstrap
 	bcfg.Address = s.cfg.BootstrapAddress
 	bcfg.Logger = s.cfg.Logger.With("component", "bootstrap")
 	bcfg.Registerer = s.cfg.Registry
@@ -467,6 +472,17 @@ func (s *frontendSender) Send(rank int, typ byte, body []byte, aux [][]byte) err
 		return dispatcher.ErrNoEngines
 	}
 	return f.Send(rank, typ, body, aux)
+}
+
+// SendFrom lets an ADD wait for room in a full engine queue, sharing it fairly
+// between clients (dispatcher.ClientSender).
+func (s *frontendSender) SendFrom(ctx context.Context, client uint64, rank int, typ byte, body []byte, aux [][]byte) error {
+	f := s.f.Load()
+	if f == nil {
+		wire.PutBuffer(body)
+		return dispatcher.ErrNoEngines
+	}
+	return f.SendFrom(ctx, client, rank, typ, body, aux)
 }
 
 // loadForward is the coordinator's LoadSink, set once the dispatcher exists.

@@ -20,17 +20,15 @@ func registryCommand() *cli.Command {
 		Description: "Point vLLM's Mooncake connector at it with\n" +
 			"  --kv-transfer-config '{..., \"kv_connector_extra_config\": {\"bootstrap_server_address\": \"HOST:PORT\"}}'.\n" +
 			"Serves POST /register, GET /query (vLLM's API), the /v2 admin API and /metrics.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "address", Value: def.Address,
 				Usage:   "HOST:PORT to listen on (vLLM's default bootstrap port is 8998)",
 				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_ADDRESS")},
-			&cli.StringFlag{Name: "token",
-				Usage:   "bearer token required by the mutating admin endpoints (DELETE, drain); /register stays open because vLLM cannot send one",
-				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_TOKEN")},
 			&cli.StringFlag{Name: "snapshot",
-				Usage:   "JSON file the registry is saved to on every change and loaded from at start, so a restart keeps entries vLLM will not re-register",
+				Usage: "JSON file the registry is saved to and loaded from at start, so a restart keeps entries vLLM will not re-register; " +
+					"each change is appended (and fsynced) to FILE.log, folded into FILE once the log outgrows it",
 				Sources: cli.EnvVars("SWITCHYARD_REGISTRY_SNAPSHOT")},
-		},
+		}, registryFlags("", "SWITCHYARD_REGISTRY_", "")...),
 		Action: runRegistry,
 	}
 }
@@ -40,7 +38,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	reg := newRegistry()
 	cfg := bootstrap.DefaultConfig()
 	cfg.Address = cmd.String("address")
-	cfg.Token = cmd.String("token")
+	applyRegistryFlags(cmd, "", &cfg)
 	cfg.SnapshotPath = cmd.String("snapshot")
 	cfg.Logger = log
 	cfg.Registerer = reg

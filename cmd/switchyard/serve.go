@@ -27,7 +27,7 @@ func serveCommand() *cli.Command {
 			"over ipc, so `switchyard serve` alone answers curl at once.\n" +
 			"SIGTERM or SIGINT: stop accepting, let in-flight requests finish for up to\n" +
 			"--shutdown-timeout, abort the rest, close every socket, exit 0.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "handshake-address", Category: "engines",
 				Usage:   "tcp://HOST:PORT bound for the engines' HELLO/READY handshake; empty starts built-in mock engines instead",
 				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
@@ -82,6 +82,10 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "allow-utility-method", Category: "clients",
 				Usage:   "also let msgpack clients call this engine utility method (repeatable); the default list is the methods vLLM's own frontend calls",
 				Sources: cli.EnvVars("SWITCHYARD_ALLOW_UTILITY_METHOD")},
+			&cli.DurationFlag{Name: "engine-stall-timeout", Category: "engines", Value: def.EngineStallTimeout,
+				Usage: "an engine with requests in flight that sends no output and no scheduler stats for this long is stalled: it gets no new work, " +
+					"its requests fail with a clear cause, and it is routable again when it speaks; 0 = off (keep it above your longest prefill)",
+				Sources: cli.EnvVars("SWITCHYARD_ENGINE_STALL_TIMEOUT")},
 			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
 				Usage:   "rank choice for unpinned requests: least-loaded, power-of-two or round-robin",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
@@ -101,7 +105,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		},
+		}, registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry")...),
 		Action: runServe,
 	}
 }
@@ -135,9 +139,11 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.LocalRanks = cmd.Int("data-parallel-size-local")
 	cfg.ExternalCoordinatorAddress = cmd.String("external-coordinator-address")
 	cfg.LBPolicy = cmd.String("lb-policy")
+	cfg.EngineStallTimeout = cmd.Duration("engine-stall-timeout")
 	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
+	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
 	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
 	cfg.Logger = log
 	cfg.Registry = reg

@@ -57,12 +57,14 @@ def add_full():
     return body, aux
 
 
+# The newest vLLM frontend writes all 22 EngineCoreRequest fields, kv_hints (None)
+# included; so does switchyard's native layout.
 def add_pooling():
     aux = []
     body = [
         "req-pool", None, None, None, [None, True], 1.5, None, None, None,
         tensor("bfloat16", [256], bytes(512), aux), None, 0, 0, 0, None, False,
-        None, None, None, False, None,
+        None, None, None, False, None, None,
     ]
     return body, aux
 
@@ -71,7 +73,7 @@ def add_default():
     sampling = {"stop": [], "stop_token_ids": [], "max_tokens": 8, "_eos_token_id": 0,
                 "_all_stop_token_ids": [0], "bad_words": [], "skip_reading_prefix_cache": False}
     body = ["r", [0], None, sampling, None, 0.0, None, None, None, None, None,
-            0, 0, 0, None, False, None, None, None, False, None]
+            0, 0, 0, None, False, None, None, None, False, None, None]
     return body, []
 
 
