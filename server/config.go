@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Config is everything `switchyard serve` wires. Start from DefaultConfig.
@@ -48,6 +49,12 @@ type Config struct {
 	// MockStep and MockTokensPerStep shape the built-in mock engines.
 	MockStep          time.Duration
 	MockTokensPerStep int
+	// MockLayouts are the vLLM wire layouts the built-in mock engines speak, rank
+	// i taking MockLayouts[i % len]; empty = the native (newest) layout.
+	MockLayouts []*wire.Layout
+	// Layouts places each engine on a vLLM wire layout (operator layout files, a
+	// forced layout); nil = the built-in layouts.
+	Layouts *wire.LayoutSet
 
 	// HTTPAddress is the HOST:PORT of the HTTP API (port 0 picks one).
 	HTTPAddress string

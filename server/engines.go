@@ -26,6 +26,10 @@ type EngineView struct {
 	Cause        string     `json:"cause,omitempty"`  // why it is dead or stuck
 	MaxModelLen  *int64     `json:"max_model_len,omitempty"`
 	VLLMVersion  string     `json:"vllm_version,omitempty"`
+	// Layout is the vLLM wire layout the engine was placed on, LayoutHow how it
+	// was told (registration, vllm_version, UTILITY probes, forced).
+	Layout    string `json:"vllm_layout,omitempty"`
+	LayoutHow string `json:"vllm_layout_how,omitempty"`
 }
 
 // mergeEngines joins both views by rank; a rank known to only one side still shows.
@@ -62,6 +66,11 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 		}
 		if e.Ready.VLLMVersion.Valid {
 			v.VLLMVersion = e.Ready.VLLMVersion.Value
+		} else if e.VLLMVersion != "" {
+			v.VLLMVersion = e.VLLMVersion
+		}
+		if e.Layout != nil {
+			v.Layout, v.LayoutHow = e.Layout.String(), e.LayoutHow
 		}
 	}
 	for _, st := range ds {

@@ -155,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	fcfg.Logger = cfg.Logger.With("component", "frontend")
 	fcfg.Registerer = reg
+	fcfg.Layouts = cfg.Layouts
 	if s.fe, err = frontend.New(fcfg, events); err != nil {
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
@@ -253,6 +254,9 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.DataParallelSize = ranks
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
+		if n := len(s.cfg.MockLayouts); n > 0 {
+			mcfg.Layout = s.cfg.MockLayouts[rank%n]
+		}
 		s.mocks.Add(1)
 		go func() {
 			defer s.mocks.Done()
@@ -439,7 +443,7 @@ func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 }
 
 func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
-	var lim dispatcher.EngineLimits
+	lim := dispatcher.EngineLimits{Layout: info.Layout}
 	if info.Ready.MaxModelLen.Valid {
 		lim.MaxModelLen = info.Ready.MaxModelLen.Value
 	}

@@ -66,6 +66,7 @@ func rootCommand() *cli.Command {
 		Commands: []*cli.Command{
 			serveCommand(),
 			mockEngineCommand(),
+			vllmLayoutScriptCommand(),
 			benchCommand(),
 			registryCommand(),
 		},

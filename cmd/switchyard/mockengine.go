@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // mockEngineCommand is `switchyard mock-engine`: one mock engine core in its own
@@ -42,6 +44,8 @@ func mockEngineCommand() *cli.Command {
 				Usage: "context length reported at registration; longer requests finish with length"},
 			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
 				Usage: "requests stepped at once; the rest wait"},
+			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
+				Usage: "the vLLM release whose wire layout the engine speaks: a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") or a layout file"},
 			&cli.IntFlag{Name: "die-after-steps", Category: "faults",
 				Usage: "after N steps send ENGINE_CORE_DEAD and exit 1 (an engine crash)"},
 			&cli.IntFlag{Name: "exit-after-steps", Category: "faults",
@@ -80,8 +84,14 @@ func mockEngineCommand() *cli.Command {
 				EmptyRegistration: cmd.Bool("empty-registration"),
 			}
 			cfg.Logger = log
+			l, _, err := loadLayout(cmd.String("vllm-layout"))
+			if err != nil {
+				return err
+			}
+			cfg.Layout = l
 			log.Info("mock engine starting", "handshake_address", cfg.HandshakeAddress, "rank", cfg.Rank,
-				"data_parallel_size", cfg.DataParallelSize, "step", cfg.StepInterval, "tokens_per_step", cfg.TokensPerStep)
+				"data_parallel_size", cfg.DataParallelSize, "step", cfg.StepInterval, "tokens_per_step", cfg.TokensPerStep,
+				"vllm_layout", l.String())
 			if err := mockengine.Run(ctx, cfg); err != nil {
 				return err
 			}

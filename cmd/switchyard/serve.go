@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // serveCommand is `switchyard serve`: the daemon. Flag names follow vLLM's where vLLM
@@ -56,6 +57,12 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine-bind-host", Category: "engines", Value: def.EngineBindHost,
 				Usage:   "with --engine-transport tcp: the host the engine input/output sockets bind and hand to engines; engines on other hosts must reach it",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_BIND_HOST")},
+			&cli.StringSliceFlag{Name: "vllm-layout", Category: "engines",
+				Usage: "FILE written by switchyard vllm-layout-script on an engine host (repeatable; tried before the built-in layouts), " +
+					"or the name of a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") forced on engines that report no version or one no layout places",
+				Sources: cli.EnvVars("SWITCHYARD_VLLM_LAYOUT")},
+			&cli.StringFlag{Name: "mock-engine-layouts", Category: "mock engines",
+				Usage: "vLLM layouts the built-in mock engines speak, comma-separated, one per rank and repeated (e.g. v0.18,newest: a rolling upgrade); default newest"},
 			&cli.FloatFlag{Name: "step-ms", Category: "mock engines", Value: durationMS(def.MockStep),
 				Usage: "milliseconds between two steps of the built-in mock engines (fractions allowed)"},
 			&cli.IntFlag{Name: "tokens-per-step", Category: "mock engines", Value: def.MockTokensPerStep,
@@ -122,6 +129,13 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.EngineBindHost = cmd.String("engine-bind-host")
 	cfg.MockStep = msDuration(cmd.Float("step-ms"))
 	cfg.MockTokensPerStep = cmd.Int("tokens-per-step")
+	var err error
+	if cfg.Layouts, err = layoutSet(cmd.StringSlice("vllm-layout")); err != nil {
+		return err
+	}
+	if cfg.MockLayouts, err = mockLayouts(cmd.String("mock-engine-layouts")); err != nil {
+		return err
+	}
 	cfg.HTTPAddress = cmd.String("http-address")
 	cfg.ClientAddress = cmd.String("client-address")
 	cfg.ClientTimeout = cmd.Duration("client-timeout")
