@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/switchyard-llm/switchyard/wire"
+
 	"fmt"
 	"time"
 )
@@ -45,10 +47,14 @@ type Config struct {
 	Rate        float64 `json:"rate"`
 	Concurrency int     `json:"concurrency"`
 
-	PromptTokens  int           `json:"prompt_tokens"`
-	OutputTokens  int           `json:"output_tokens"` // max_tokens of every request
-	TokensPerStep int           `json:"tokens_per_step"`
-	StepTime      time.Duration `json:"step_time_ns"`
+	PromptTokens  int `json:"prompt_tokens"`
+	OutputTokens  int `json:"output_tokens"` // max_tokens of every request
+	TokensPerStep int `json:"tokens_per_step"`
+	// VLLMLayout is the vLLM wire layout the bench engines speak (a built-in name);
+	// empty = the native (newest) one. switchyard translates between its client
+	// protocol and that layout; the relay baseline's client speaks it directly.
+	VLLMLayout string        `json:"vllm_layout,omitempty"`
+	StepTime   time.Duration `json:"step_time_ns"`
 
 	Duration time.Duration `json:"duration_ns"` // measured phase; ignored when Requests > 0
 	Requests int           `json:"requests"`    // stop after this many measured requests (0: use Duration)
@@ -130,6 +136,9 @@ func (c *Config) Validate() error {
 	if c.OutputTokens < 1 {
 		return bad("output_tokens", "must be at least 1")
 	}
+	if c.VLLMLayout != "" && wire.BuiltinLayout(c.VLLMLayout) == nil {
+		return fmt.Errorf("bench: vllm layout %q: built-in layouts are %v", c.VLLMLayout, wire.LayoutNames())
+	}
 	if c.TokensPerStep < 1 {
 		return bad("tokens_per_step", "must be at least 1")
 	}
@@ -154,4 +163,12 @@ func (c *Config) Validate() error {
 		return bad("inflight", "must not be negative")
 	}
 	return nil
+}
+
+// layout is the engines' wire layout.
+func (c *Config) layout() *wire.Layout {
+	if l := wire.BuiltinLayout(c.VLLMLayout); l != nil {
+		return l
+	}
+	return wire.Native()
 }

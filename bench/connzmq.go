@@ -16,6 +16,7 @@ import (
 // out, EngineCoreOutputs (or an error map) back. The relay speaks the same framing, so
 // the baseline and switchyard are driven by this one client code.
 type zmqConn struct {
+	lay   *wire.Layout // what the peer speaks: native for switchyard, the engines' for the relay
 	sock  transport.Socket
 	sink  sink
 	typ   []byte
@@ -25,12 +26,12 @@ type zmqConn struct {
 	err   error
 }
 
-func dialZMQ(ctx context.Context, net transport.Network, endpoint string, s sink) (*zmqConn, error) {
+func dialZMQ(ctx context.Context, net transport.Network, endpoint string, s sink, lay *wire.Layout) (*zmqConn, error) {
 	sock, err := net.Dial(ctx, transport.Dealer, endpoint, transport.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("bench: client dial %s: %w", endpoint, err)
 	}
-	c := &zmqConn{sock: sock, sink: s, typ: []byte{wire.RequestAdd}, buf: make([]byte, 0, 4096)}
+	c := &zmqConn{lay: lay, sock: sock, sink: s, typ: []byte{wire.RequestAdd}, buf: make([]byte, 0, 4096)}
 	c.wg.Add(1)
 	go c.recvLoop()
 	return c, nil
@@ -39,7 +40,7 @@ func dialZMQ(ctx context.Context, net transport.Network, endpoint string, s sink
 // submit encodes and sends; it is called from the load's one sender goroutine, so
 // the buffer is reused (the socket does not keep frames after Send returns).
 func (c *zmqConn) submit(_ int64, req *wire.EngineCoreRequest) error {
-	body, aux, err := wire.AppendAdd(c.buf[:0], req)
+	body, aux, err := c.lay.AppendAdd(c.buf[:0], req)
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (c *zmqConn) submit(_ int64, req *wire.EngineCoreRequest) error {
 
 func (c *zmqConn) recvLoop() {
 	defer c.wg.Done()
-	var dec wire.OutputsDecoder
+	dec := wire.OutputsDecoder{Layout: c.lay}
 	var outs wire.EngineCoreOutputs
 	for {
 		msg, err := c.sock.Recv()

@@ -32,6 +32,8 @@ func startEmbedded(ctx context.Context, cfg Config) (system, error) {
 	sc.ClientAddress = ep.next("client")
 	sc.ShutdownTimeout = time.Second // stragglers were drained already; the rest is abandoned
 	sc.Logger = slog.New(slog.DiscardHandler)
+	// The bench engines do not answer layout probes: say which layout they speak.
+	sc.Layouts = &wire.LayoutSet{Force: cfg.layout()}
 	srv, err := server.Start(ctx, sc)
 	if err != nil {
 		ep.cleanup()
@@ -71,7 +73,7 @@ func (s *embeddedSystem) connect(ctx context.Context, sk sink) (conn, error) {
 	if s.cfg.Client == "go" {
 		return &goConn{s: s, sink: sk}, nil
 	}
-	return dialZMQ(ctx, transport.ZMQ, s.srv.ClientAddr(), sk)
+	return dialZMQ(ctx, transport.ZMQ, s.srv.ClientAddr(), sk, wire.Native())
 }
 
 func (s *embeddedSystem) close() error {

@@ -32,6 +32,8 @@ type EngineConfig struct {
 	// Received, when set, counts the ADDs that reached this engine (the memory
 	// scenario waits on it before weighing the heap).
 	Received *atomic.Int64
+	// Layout is the vLLM wire layout the engine speaks; nil = native.
+	Layout *wire.Layout
 }
 
 // engineEvent is what the input reader hands the step loop.
@@ -106,18 +108,22 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 		return nil, fmt.Errorf("bench engine %d: input dial: %w", cfg.Rank, err)
 	}
 	defer in.Close()
-	reg := wire.AppendReadyResponse(nil, &wire.ReadyResponse{
+	lay := cfg.Layout
+	if lay == nil {
+		lay = wire.Native()
+	}
+	reg := wire.AppendRegistration(nil, lay, &wire.ReadyResponse{
 		MaxModelLen:      wire.SomeInt(1 << 20),
 		NumGPUBlocks:     wire.SomeInt(1 << 16),
 		BlockSize:        wire.SomeInt(16),
 		DataParallelRank: wire.SomeInt(int64(cfg.Rank)),
 		MaxNumSeqs:       wire.SomeInt(1 << 20),
-		VLLMVersion:      wire.SomeString("switchyard-bench"),
+		VLLMVersion:      wire.SomeString(lay.VLLMVersion),
 	})
 	if err := in.Send(reg); err != nil {
 		return nil, fmt.Errorf("bench engine %d: registration: %w", cfg.Rank, err)
 	}
-	ready := wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "READY", Headless: true})
+	ready := wire.AppendReady(nil, lay, &wire.HandshakeStatus{Status: "READY", Headless: true, NumGPUBlocks: wire.SomeInt(1 << 16)})
 	if err := hs.Send(ready); err != nil {
 		return nil, fmt.Errorf("bench engine %d: READY: %w", cfg.Rank, err)
 	}
@@ -125,7 +131,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 	events := make(chan engineEvent, 4096)
 	quit := make(chan struct{})
 	readErr := make(chan error, 1)
-	go func() { readErr <- readInputs(in, events, quit, cfg.Received) }()
+	go func() { readErr <- readInputs(in, lay, events, quit, cfg.Received) }()
 	recs, err := stepLoop(ctx, cfg, outs, events)
 	close(quit) // ends readInputs if it is waiting to hand over an event
 	in.Close()  // ends readInputs if it is waiting in Recv
@@ -159,7 +165,7 @@ func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
 
 // readInputs decodes what the frontend sends and stamps each ADD the moment it comes
 // out of the socket: that instant ends the dispatch latency.
-func readInputs(in transport.Socket, events chan<- engineEvent, quit <-chan struct{}, received *atomic.Int64) error {
+func readInputs(in transport.Socket, lay *wire.Layout, events chan<- engineEvent, quit <-chan struct{}, received *atomic.Int64) error {
 	defer close(events)
 	var req wire.EngineCoreRequest
 	for {
@@ -178,7 +184,7 @@ func readInputs(in transport.Socket, events chan<- engineEvent, quit <-chan stru
 		switch typ {
 		case wire.RequestAdd:
 			req = wire.EngineCoreRequest{}
-			if err := wire.DecodeAdd(msg[1:], &req); err != nil {
+			if err := lay.DecodeAdd(msg[1:], &req); err != nil {
 				return fmt.Errorf("bench engine: ADD: %w", err)
 			}
 			r := &engineReq{id: req.RequestID, client: req.ClientIndex, seq: -1, max: 16, add: now}
@@ -325,7 +331,7 @@ func (st *stepper) apply(ev engineEvent) error {
 		// frontend's startup probes, and the bench makes none of its own.
 		o := wire.EngineCoreOutputs{EngineIndex: int64(st.cfg.Rank), Timestamp: monoSeconds(),
 			UtilityOutput: &wire.UtilityOutput{CallID: ev.util.callID, HasResult: true}}
-		body, _, err := wire.AppendOutputs(st.buf[:0], &o)
+		body, _, err := st.layout().AppendOutputs(st.buf[:0], &o)
 		if err != nil {
 			return err
 		}
@@ -393,7 +399,7 @@ func (st *stepper) runStep() error {
 		b.EngineIndex = int64(st.cfg.Rank)
 		b.SchedulerStats = &wire.SchedulerStats{NumRunningReqs: int64(len(st.running) - len(finished)), StepCounter: st.step}
 		b.Timestamp = monoSeconds()
-		body, _, err := wire.AppendOutputs(st.buf[:0], b)
+		body, _, err := st.layout().AppendOutputs(st.buf[:0], b)
 		if err != nil {
 			return fmt.Errorf("bench engine %d: encode outputs: %w", st.cfg.Rank, err)
 		}
@@ -416,4 +422,12 @@ func (st *stepper) runStep() error {
 		st.remove(r)
 	}
 	return nil
+}
+
+// layout is the wire layout the engine speaks.
+func (st *stepper) layout() *wire.Layout {
+	if st.cfg.Layout != nil {
+		return st.cfg.Layout
+	}
+	return wire.Native()
 }

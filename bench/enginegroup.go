@@ -66,7 +66,7 @@ func startEngines(ctx context.Context, cfg Config, opt Options, handshake string
 			defer g.wg.Done()
 			recs, err := RunEngine(ectx, EngineConfig{
 				Rank: rank, Handshake: handshake, TokensPerStep: cfg.TokensPerStep, StepTime: cfg.StepTime,
-				Received: &g.received,
+				Received: &g.received, Layout: cfg.layout(),
 			})
 			g.mu.Lock()
 			g.recs = append(g.recs, recs...)
@@ -88,6 +88,7 @@ func EngineFlags(cfg Config, rank int, handshake, file string) []string {
 		"--tokens-per-step", strconv.Itoa(cfg.TokensPerStep),
 		"--step-time", cfg.StepTime.String(),
 		"--records", file,
+		"--vllm-layout", cfg.layout().Name,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // endpoints hands out fresh endpoints of the configured transport: ipc files in one
@@ -45,8 +46,9 @@ func (e *endpoints) cleanup() {
 
 // relaySystem is the baseline phase.
 type relaySystem struct {
-	r  *Relay
-	ep *endpoints
+	lay *wire.Layout
+	r   *Relay
+	ep  *endpoints
 }
 
 func startRelaySystem(ctx context.Context, cfg Config) (system, error) {
@@ -64,7 +66,7 @@ func startRelaySystem(ctx context.Context, cfg Config) (system, error) {
 		ep.cleanup()
 		return nil, err
 	}
-	return &relaySystem{r: r, ep: ep}, nil
+	return &relaySystem{lay: cfg.layout(), r: r, ep: ep}, nil
 }
 
 func (s *relaySystem) name() string      { return "relay" }
@@ -74,7 +76,8 @@ func (s *relaySystem) ready(ctx context.Context, n int) error {
 	return s.r.AwaitEngines(ctx, n)
 }
 func (s *relaySystem) connect(ctx context.Context, sk sink) (conn, error) {
-	return dialZMQ(ctx, transport.ZMQ, s.r.ClientAddr(), sk)
+	// The relay forwards bytes: its client speaks the engines' layout.
+	return dialZMQ(ctx, transport.ZMQ, s.r.ClientAddr(), sk, s.lay)
 }
 func (s *relaySystem) close() error {
 	err := s.r.Close()
@@ -108,7 +111,7 @@ func (s *targetSystem) connect(ctx context.Context, sk sink) (conn, error) {
 	case strings.HasPrefix(t, "http://"), strings.HasPrefix(t, "https://"):
 		return newHTTPConn(t, s.cfg, sk), nil
 	case strings.HasPrefix(t, "tcp://"), strings.HasPrefix(t, "ipc://"):
-		return dialZMQ(ctx, transport.ZMQ, t, sk)
+		return dialZMQ(ctx, transport.ZMQ, t, sk, wire.Native())
 	}
 	return nil, &ConfigError{Field: "target", Msg: fmt.Sprintf("%q: want http://, tcp:// or ipc://", t)}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // benchCommand is `switchyard bench`: the dispatch-latency benchmark (bench/README.md).
@@ -41,6 +42,8 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "transport", Value: def.Transport, Category: "engines", Usage: "ipc or tcp between the frontend/relay and the engines (and the client)"},
 			&cli.IntFlag{Name: "tokens-per-step", Value: def.TokensPerStep, Category: "engines", Usage: "tokens per running request per engine step"},
 			&cli.DurationFlag{Name: "step-time", Value: def.StepTime, Category: "engines", Usage: "engine step interval (0: as fast as the engine loop goes)"},
+			&cli.StringFlag{Name: "vllm-layout", Value: "newest", Category: "engines",
+				Usage: "the vLLM wire layout the bench engines speak (" + strings.Join(wire.LayoutNames(), ", ") + "); switchyard translates, the relay's client speaks it"},
 
 			&cli.FloatFlag{Name: "rate", Value: def.Rate, Category: "load", Usage: "open loop: Poisson arrivals at this many requests/s (0: closed loop)"},
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Category: "load", Usage: "closed loop (--rate 0): requests kept in flight"},
@@ -77,6 +80,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.Transport = cmd.String("transport")
 	cfg.TokensPerStep = cmd.Int("tokens-per-step")
 	cfg.StepTime = cmd.Duration("step-time")
+	cfg.VLLMLayout = cmd.String("vllm-layout")
 	cfg.Rate = cmd.Float("rate")
 	cfg.Concurrency = cmd.Int("concurrency")
 	cfg.Clients = cmd.Int("clients")
@@ -168,6 +172,7 @@ func benchEngineCommand() *cli.Command {
 			&cli.IntFlag{Name: "tokens-per-step", Value: 1},
 			&cli.DurationFlag{Name: "step-time", Value: time.Millisecond},
 			&cli.StringFlag{Name: "records", Required: true},
+			&cli.StringFlag{Name: "vllm-layout", Value: "newest"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			recs, err := bench.RunEngine(ctx, bench.EngineConfig{
@@ -175,6 +180,7 @@ func benchEngineCommand() *cli.Command {
 				Handshake:     cmd.String("handshake-address"),
 				TokensPerStep: cmd.Int("tokens-per-step"),
 				StepTime:      cmd.Duration("step-time"),
+				Layout:        wire.BuiltinLayout(cmd.String("vllm-layout")),
 			})
 			if werr := bench.WriteRecords(cmd.String("records"), recs); err == nil {
 				err = werr
