@@ -97,6 +97,7 @@ func (e *engine) handle(frames [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("mockengine: %w", err)
 	}
+	e.log.Debug("mockengine: request", "type", typ)
 	switch typ {
 	case wire.RequestAdd:
 		var req wire.EngineCoreRequest
