@@ -140,11 +140,15 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	var skipStack [8]*engine
 	skip := skipStack[:0]
 	var refused error
+	var refusedBy *engine
 	for {
 		e, err := d.choose(req, skip, start)
 		if err != nil {
-			if refused != nil && errors.Is(err, ErrNoEngines) {
-				return refused // every engine refused: report the last refusal
+			if refused != nil {
+				refusedBy.m.outcomes[r.refusal].Inc()
+				if errors.Is(err, ErrNoEngines) {
+					return refused // every engine refused: report the last refusal
+				}
 			}
 			return err
 		}
@@ -158,10 +162,16 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		req.Sampling = capped
 		retry, err := d.admit(req, r, e, start, ctx)
 		req.Sampling = orig
-		if !retry || req.DataParallelRank.Valid {
+		if !retry {
 			return err
 		}
-		refused = err
+		// A refusal is counted only when it is the request's end: one refused by a
+		// rank and then served by another ended once, by its final output.
+		if req.DataParallelRank.Valid {
+			e.m.outcomes[r.refusal].Inc()
+			return err
+		}
+		refused, refusedBy = err, e
 		skip = append(skip, e)
 	}
 }
@@ -187,7 +197,8 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		return false, ErrClosed
 	}
 	if !e.up.Load() {
-		d.rollbackLocked(r, outcomeEngineDown)
+		d.rollbackLocked(r, noOutcome)
+		r.refusal = outcomeEngineDown
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank,
 			Cause: &EngineDownError{Rank: e.rank, Cause: engineCause(e)}}
 	}
@@ -207,7 +218,8 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		return false, fmt.Errorf("dispatcher: encoding request %q: %w", r.id, err)
 	}
 	if err := d.sender.Send(e.rank, wire.RequestAdd, body, aux); err != nil {
-		d.rollbackLocked(r, outcomeSendFailed)
+		d.rollbackLocked(r, noOutcome)
+		r.refusal = outcomeSendFailed
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
 	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
@@ -268,12 +280,16 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 }
 
 // rollbackLocked undoes an admission whose ADD never reached the engine: nothing to
-// abort, so the id is free at once. Caller holds r.mu.
+// abort, so the id is free at once. oc is counted unless it is noOutcome (a
+// refusal another engine may still make good; submit counts it if none does).
+// Caller holds r.mu.
 func (d *Dispatcher) rollbackLocked(r *request, oc outcome) {
 	r.done = true
 	d.table.Delete(r.id)
 	r.eng.inFlight.Add(-1)
-	r.eng.m.outcomes[oc].Inc()
+	if oc != noOutcome {
+		r.eng.m.outcomes[oc].Inc()
+	}
 	d.noteIdle()
 }
 

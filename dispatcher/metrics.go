@@ -27,6 +27,8 @@ const (
 	outcomeSendFailed                   // the Sender refused the ADD
 	outcomeClosed                       // Close
 	numOutcomes
+	// noOutcome: not counted (yet); see rollbackLocked.
+	noOutcome = numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{

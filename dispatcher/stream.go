@@ -108,6 +108,9 @@ type request struct {
 	stopWatch func() bool
 
 	start time.Time // Submit entry, for dispatch latency and TTFT
+	// refusal is how the last engine that refused the ADD would count it; submit
+	// counts it only when no other engine takes the request.
+	refusal outcome
 
 	mu       sync.Mutex
 	done     bool  // terminal state reached; no more deliveries
