@@ -57,6 +57,10 @@ type ClientConfig struct {
 	// request that has no _eos_token_id (none known: such a request gets
 	// ignore_eos unless it has it), its vocabulary and logprobs bounds refuse.
 	Model ModelRules
+	// MaxFrameBytes and MaxMessageBytes bound one received frame and one message
+	// (all its frames); a client that sends more is disconnected before the excess
+	// is read. 0 = DefaultClientMaxBytes.
+	MaxFrameBytes, MaxMessageBytes int
 	// AllowUtilityMethods extends DefaultUtilityMethods: the UTILITY methods
 	// clients may call. Any other method is refused and nothing is sent.
 	AllowUtilityMethods []string
@@ -145,6 +149,12 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultClientMaxBytes
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = max(DefaultClientMaxBytes, cfg.MaxFrameBytes)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -154,7 +164,11 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	sock, err := transport.Listen(ctx, transport.Router, cfg.Address, transport.Options{
 		PeerEvents:  true, // a dropped connection is how most clients "disappear"
 		SendTimeout: cfg.SendTimeout,
-		Logger:      cfg.Logger,
+		// The transport's defaults (256 MiB frames, 1 GiB messages) let three
+		// clients take 3 GB; nothing legal needs more than these.
+		MaxFrameSize:   cfg.MaxFrameBytes,
+		MaxMessageSize: cfg.MaxMessageBytes,
+		Logger:         cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
@@ -277,6 +291,15 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	userID := req.RequestID
 	if userID == "" {
 		s.sendError(c, "", ErrTypeInvalidRequest, "ADD: request_id must not be empty", nil)
+		return
+	}
+	if len(userID) > MaxRequestIDLen {
+		// Not echoed: the id is repeated in every output, which is the harm.
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: request_id is %d bytes, more than the limit of %d", len(userID), MaxRequestIDLen), nil)
+		return
+	}
+	if req.ExternalReqID.Valid && len(req.ExternalReqID.Value) > MaxRequestIDLen {
+		s.sendError(c, userID, ErrTypeInvalidRequest, fmt.Sprintf("ADD: external_req_id is %d bytes, more than the limit of %d", len(req.ExternalReqID.Value), MaxRequestIDLen), nil)
 		return
 	}
 	s.mu.Lock()
