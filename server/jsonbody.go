@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 )
 
 const (
@@ -45,6 +46,9 @@ type bodySyntaxError struct {
 func (e *bodySyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON body: %s at offset %d", e.Msg, e.Offset)
 }
+
+// readerPool recycles the decoder's read buffers: one per request in flight.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
 
 // jsonReader is the byte-level scanner: a bufio.Reader that counts its offset.
 type jsonReader struct {
@@ -357,7 +361,13 @@ func (p *jsonReader) capture() ([]byte, error) {
 // fields matched by their exact names (a repeated name: the last wins, as in
 // Python), unknown fields skipped, the prompt parsed as it streams in.
 func readCompletion(r io.Reader) (*CompletionRequest, error) {
-	p := &jsonReader{r: bufio.NewReaderSize(r, 16<<10)}
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil) // drop the body
+		readerPool.Put(br)
+	}()
+	p := &jsonReader{r: br}
 	req := &CompletionRequest{}
 	c, err := p.ws()
 	if err != nil {
