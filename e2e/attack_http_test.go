@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,8 +79,18 @@ func (tg *target) wellBehaved(t *testing.T, n, conc int) (sent, failed int) {
 	return n, int(bad.Load())
 }
 
+// rssSlack is how far above the baseline RSS may stay after an attack: mib MiB,
+// four times that when the binary is built with -race (its shadow memory grows
+// with every allocation and is not given back).
+func rssSlack(mib int64) int64 {
+	if slices.Contains(buildFlags, "-race") {
+		return 4 * mib << 20
+	}
+	return mib << 20
+}
+
 // finish asserts the target still serves and settles, then reports the figures.
-func (tg *target) finish(t *testing.T, name string, sent, failed int, rssSlack int64, fdSlack int) {
+func (tg *target) finish(t *testing.T, name string, sent, failed int, rssMiB int64, fdSlack int) {
 	t.Helper()
 	if code, body := tg.get(t, "/health"); code != 200 {
 		t.Errorf("/health after the attack: %d %s", code, body)
@@ -87,7 +98,7 @@ func (tg *target) finish(t *testing.T, name string, sent, failed int, rssSlack i
 	if s, f := tg.wellBehaved(t, 20, 4); f > 0 {
 		t.Errorf("after the attack %d of %d well-behaved requests failed", f, s)
 	}
-	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, rssSlack, fdSlack, 25)
+	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, rssSlack(rssMiB), fdSlack, 25)
 	attackReport(t, name, sent, failed, tg.base, after)
 }
 
@@ -159,7 +170,7 @@ func TestAttackBadJSON(t *testing.T) {
 		wg.Wait()
 	})
 	// Refusals are the expected answer; "failed" counts answers of the wrong shape.
-	tg.finish(t, "bad-json", int(sent.Load()), int(failed.Load()), 64<<20, 8)
+	tg.finish(t, "bad-json", int(sent.Load()), int(failed.Load()), 64, 8)
 }
 
 // endless is a chunked body of token ids that goes on for limit bytes.
@@ -233,7 +244,7 @@ func TestAttackOversizedBodies(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	tg.finish(t, "oversized-bodies", int(sent.Load()), int(failed.Load()), 160<<20, 8)
+	tg.finish(t, "oversized-bodies", int(sent.Load()), int(failed.Load()), 160, 8)
 }
 
 // Slowloris on headers and drip-fed bodies (chunked, never finished): with the
@@ -293,7 +304,7 @@ func TestAttackSlowClients(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	tg.finish(t, "slow-clients", int(sent.Load()), int(failed.Load()), 64<<20, 8)
+	tg.finish(t, "slow-clients", int(sent.Load()), int(failed.Load()), 64, 8)
 }
 
 // Idle connections far past --max-connections (lowered to 400): the oldest idle
@@ -336,7 +347,7 @@ func TestAttackIdleConnections(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	tg.finish(t, "idle-connections", n, 0, 64<<20, 8)
+	tg.finish(t, "idle-connections", n, 0, 64, 8)
 }
 
 // More concurrent requests than --max-concurrent-requests (lowered to 8): the
@@ -372,7 +383,7 @@ func TestAttackConcurrencyLimit(t *testing.T) {
 		t.Error("no request was refused over --max-concurrent-requests 8")
 	}
 	t.Logf("refused with 503 and retried: %d", refused.Load())
-	tg.finish(t, "concurrency-limit", n+int(refused.Load()), int(failed.Load()), 64<<20, 8)
+	tg.finish(t, "concurrency-limit", n+int(refused.Load()), int(failed.Load()), 64, 8)
 }
 
 // Clients that disconnect mid-stream have their requests aborted: nothing stays in
@@ -412,7 +423,7 @@ func TestAttackDisconnectMidStream(t *testing.T) {
 		}
 		return true
 	})
-	tg.finish(t, "disconnect-mid-stream", int(sent.Load()), 0, 64<<20, 8)
+	tg.finish(t, "disconnect-mid-stream", int(sent.Load()), 0, 64, 8)
 }
 
 // Guessing the API key: every wrong key is a 401 and costs nothing.
@@ -435,7 +446,7 @@ func TestAttackAPIKeyGuessing(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Errorf("the right key: %v %v %s", err, resp, b)
 	}
-	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, 64<<20, 8, 25)
+	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, rssSlack(64), 8, 25)
 	attackReport(t, "api-key-guessing", n, failed, tg.base, after)
 }
 

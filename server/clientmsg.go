@@ -37,14 +37,6 @@ func (s *ClientServer) utility(c *client, body []byte) {
 		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: call_id must be a non-negative integer (vLLM's call ids are unsigned 64-bit)", nil)
 		return
 	}
-	if err := checkMsgpackDepth(args, maxMsgpackDepth); err != nil {
-		// The arguments are decoded into dynamic values by a recursive decoder; one
-		// nested deep enough would exhaust the goroutine stack and kill the process.
-		msg := "args: " + err.Error()
-		s.replyUtility(c, callID, 0, fmt.Sprintf("Call to %s method failed: %s", method, msg), nil)
-		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: "+msg, nil)
-		return
-	}
 	if !s.utilAllowed[method] {
 		// Nothing is sent: an engine runs some methods outside its error handling
 		// (handle_fault_tolerance kills its input thread on bad arguments) and any

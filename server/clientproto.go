@@ -246,6 +246,15 @@ func (s *ClientServer) handle(frames [][]byte) {
 		return
 	}
 	body := frames[2:]
+	if err := checkMsgpackDepth(body[0], maxMsgpackDepth); err != nil {
+		// Before any decoder walks it: see msgpackdepth.go. A UTILITY's call is
+		// still resolved, so the client's pending call does not wait for ever.
+		if id, neg, ok := utilityCallID(body[0]); ok && !neg && frames[1][0] == wire.RequestUtility {
+			s.replyUtility(c, id, 0, "Call failed: args "+err.Error(), nil)
+		}
+		s.sendError(c, "", ErrTypeInvalidMessage, "message body: "+err.Error(), nil)
+		return
+	}
 	switch frames[1][0] {
 	case wire.RequestAdd:
 		s.add(c, body)
