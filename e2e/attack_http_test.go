@@ -347,6 +347,10 @@ func TestAttackIdleConnections(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
+	if _, m := tg.get(t, "/metrics"); !strings.Contains(string(m), "switchyard_http_connections_evicted_total") ||
+		strings.Contains(string(m), "switchyard_http_connections_evicted_total 0\n") {
+		t.Errorf("no eviction counted at the cap")
+	}
 	tg.finish(t, "idle-connections", n, 0, 64, 8)
 }
 

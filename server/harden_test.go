@@ -290,7 +290,7 @@ func TestStdlibErrorsAreJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newConnLimiter(ln, 100, nil)
+	lim := newConnLimiter(ln, 100)
 	srv := &http.Server{Handler: http.NotFoundHandler(), ConnState: lim.ConnState, MaxHeaderBytes: 4 << 10}
 	go srv.Serve(lim)
 	t.Cleanup(func() { srv.Close() })
@@ -320,7 +320,7 @@ func TestConnectionCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newConnLimiter(ln, 3, nil)
+	lim := newConnLimiter(ln, 3)
 	release := make(chan struct{})
 	srv := &http.Server{ConnState: lim.ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {

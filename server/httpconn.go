@@ -15,13 +15,14 @@ import (
 	"container/list"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connLimiter wraps the HTTP listener. Its ConnState must be installed as the
@@ -29,7 +30,6 @@ import (
 type connLimiter struct {
 	net.Listener
 	max int
-	log *slog.Logger
 
 	mu      sync.Mutex
 	open    int
@@ -38,8 +38,8 @@ type connLimiter struct {
 	refused atomic.Int64
 }
 
-func newConnLimiter(ln net.Listener, max int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, log: log, idle: list.New()}
+func newConnLimiter(ln net.Listener, max int) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, idle: list.New()}
 }
 
 // Accept returns the next connection, making room at the cap first.
@@ -75,6 +75,30 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		return tc, nil
 	}
+}
+
+// register exposes the limiter's figures: how often the cap was met matters more
+// than any one refusal, so these are counted rather than logged.
+func (l *connLimiter) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_http_connections_open",
+			Help: "Open HTTP connections (--max-connections caps them).",
+		}, func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_http_connections_evicted_total",
+			Help: "Connections not in a request closed at the --max-connections cap to make room for a new one.",
+		}, func() float64 { return float64(l.evicted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_http_connections_refused_total",
+			Help: "New connections answered 503 at the --max-connections cap because every open one was in a request.",
+		}, func() float64 { return float64(l.refused.Load()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // refuseConn answers a connection over the cap without reading its request.

@@ -213,8 +213,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("--http-address: %w", err)
 	}
 	maxConns := fitConnections(cfg.MaxConnections, s.log)
-	limiter := newConnLimiter(ln, maxConns, cfg.Logger.With("component", "http"))
+	limiter := newConnLimiter(ln, maxConns)
 	s.httpLn = limiter
+	if err = limiter.register(reg); err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
 	s.http = &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
