@@ -261,3 +261,81 @@ func TestAttackClientVanish(t *testing.T) {
 	})
 	tg.finish(t, "client-vanish", clients*each, 0, 64, 8)
 }
+
+// bigAdd is an ADD whose prompt is n one-byte token ids.
+func bigAdd(t *testing.T, id string, n int) [][]byte {
+	t.Helper()
+	prompt := make([]int64, n)
+	for i := range prompt {
+		prompt[i] = 7
+	}
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(1)
+	sp.IgnoreEOS = true
+	sp.Normalize()
+	body, aux, err := wire.AppendAdd(nil, &wire.EngineCoreRequest{RequestID: id, PromptTokenIDs: prompt, Sampling: &sp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([][]byte{{wire.RequestAdd}, body}, aux...)
+}
+
+// Big valid ADDs just under the 8 MiB message bound, three clients at once: 7 M
+// one-byte ids are refused from the raw length before decoding (decoding made 8
+// bytes of each, 120 MB for a 15 MiB frame, and 60 such frames from one client took
+// RSS to 1.4 GB), 1 M ids (the limit) are decoded and refused for the context;
+// the receive queue holds a few messages, so RSS stays bounded.
+func TestAttackClientBigAdds(t *testing.T) {
+	tg, good := clientTarget(t)
+	over, atLimit := bigAdd(t, "over", 7<<20), bigAdd(t, "limit", 1<<20)
+	const clients, each = 3, 12
+	peak := tg.base
+	alongside(t, good, "big", func() {
+		var wg sync.WaitGroup
+		for i := range clients {
+			c := dialClient(t, tg.client, fmt.Sprintf("big-%d", i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range each {
+					m := over
+					if j%4 == 0 {
+						m = atLimit
+					}
+					if err := c.sock.Send(m...); err != nil {
+						t.Errorf("send: %v", err)
+						return
+					}
+				}
+				for range each {
+					select {
+					case m := <-c.in:
+						if len(m[0]) == 0 || m[0][0]&0xf0 != 0x80 {
+							t.Errorf("a big ADD was not refused")
+						}
+					case <-time.After(20 * time.Second):
+						t.Errorf("a big ADD was not answered")
+						return
+					}
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if r := sampleResources(t, tg.pid, ""); r.RSS > peak.RSS {
+					peak = r
+				}
+			}
+		}
+	})
+	t.Logf("peak during the attack: %v", peak)
+	if peak.RSS > tg.base.RSS+rssSlack(256) {
+		t.Errorf("RSS peaked at %d MiB (baseline %d MiB)", peak.RSS>>20, tg.base.RSS>>20)
+	}
+	tg.finish(t, "client-big-adds", clients*each, 0, 192, 8)
+}

@@ -38,6 +38,9 @@ const (
 	ErrTypeSlowClient     = "SlowClient"        // the client did not read its outputs
 )
 
+// clientRecvQueue is the client ROUTER's receive queue, in messages.
+const clientRecvQueue = 8
+
 // ClientConfig configures a ClientServer.
 type ClientConfig struct {
 	Address string // ROUTER endpoint, tcp:// or ipc://
@@ -168,7 +171,12 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		// clients take 3 GB; nothing legal needs more than these.
 		MaxFrameSize:   cfg.MaxFrameBytes,
 		MaxMessageSize: cfg.MaxMessageBytes,
-		Logger:         cfg.Logger,
+		// Received messages wait here for the one reader; the bytes held are this
+		// times the message bound (64 MiB at the defaults, where the transport's
+		// 256-deep queue let one fast client park 4 GiB). One reader drains it, so
+		// a deeper queue adds memory, not throughput.
+		RecvQueue: clientRecvQueue,
+		Logger:    cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
@@ -292,6 +300,11 @@ func (s *ClientServer) touch(id []byte) *client {
 // add submits one ADD. The engine id is the client's id prefixed with the client's
 // identity, so two clients that pick the same request id never collide at an engine.
 func (s *ClientServer) add(c *client, body [][]byte) {
+	if n, ok := addPromptLen(body[0]); ok && n > MaxPromptTokens {
+		// Refused before decoding: see addPromptLen.
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: prompt_token_ids has %d tokens, more than the limit of %d", n, MaxPromptTokens), nil)
+		return
+	}
 	var req wire.EngineCoreRequest
 	if err := wire.DecodeAdd(body, &req); err != nil {
 		s.sendError(c, "", ErrTypeInvalidMessage, "ADD: "+err.Error(), nil)

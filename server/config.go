@@ -58,7 +58,7 @@ type Config struct {
 	// ClientMaxFrameBytes and ClientMaxMessageBytes bound what one msgpack client
 	// sends (a frame, and all frames of one message): a client that sends more is
 	// disconnected before the excess is read. The defaults hold the largest legal
-	// ADD (a MaxPromptTokens prompt, each id as a 9-byte int64) with room to spare.
+	// ADD (DefaultClientMaxBytes).
 	ClientMaxFrameBytes, ClientMaxMessageBytes int
 
 	// MaxBodyBytes caps an HTTP request body (--max-body-bytes).
@@ -140,8 +140,10 @@ func DefaultConfig() Config {
 }
 
 // DefaultClientMaxBytes is the default frame and message bound of the client
-// protocol: a MaxPromptTokens ADD with every id a 9-byte int64 is 9 MiB.
-const DefaultClientMaxBytes = 16 << 20
+// protocol: the largest legal ADD, a MaxPromptTokens prompt, is 5 MiB with ids
+// encoded as msgspec encodes them (at most 5 bytes below 2^32), plus its sampling
+// parameters. Clients that send prompt embeddings raise it.
+const DefaultClientMaxBytes = 8 << 20
 
 // Model is what the request paths need to know of the model.
 func (c Config) Model() ModelRules {

@@ -256,3 +256,24 @@ func TestServeShutdownAnswers503(t *testing.T) {
 		t.Errorf("shutdown: %v", err)
 	}
 }
+
+// A prompt over MaxPromptTokens is refused from its raw length, before decoding
+// (which made an int64 of every one-byte id: 8x the frame); it used to be decoded
+// and sent on.
+func TestClientProtocolPromptLimit(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{MaxFrameBytes: 4 << 20, MaxMessageBytes: 4 << 20})
+	req := mkEngineReq("big")
+	req.PromptTokenIDs = make([]int64, MaxPromptTokens+1)
+	h.send(t, req)
+	e := h.nextError(t)
+	if e["type"] != ErrTypeInvalidRequest || !strings.Contains(e["message"].(string), "more than the limit") {
+		t.Errorf("error %v", e)
+	}
+	h.f.noAdds(t)
+	if n, ok := addPromptLen(func() []byte {
+		b, _, _ := wire.AppendAdd(nil, mkEngineReq("x"))
+		return b
+	}()); !ok || n != 1 {
+		t.Errorf("addPromptLen of a 1-token ADD: %d %v", n, ok)
+	}
+}

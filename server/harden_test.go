@@ -395,3 +395,22 @@ func TestMergeEnginesDeadRankHasNoLoad(t *testing.T) {
 		t.Errorf("dead rank: %+v", v)
 	}
 }
+
+// A chunked body (no Content-Length) is cut at --max-body-bytes as it streams:
+// a 413, however the bytes are spent (here on a field nobody reads).
+func TestChunkedBodyLimit(t *testing.T) {
+	f, ts := newLimitedAPI(t, APIConfig{MaxBodyBytes: 4096})
+	body := `{"prompt": [1], "pad": "` + strings.Repeat("x", 1<<20) + `"}`
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/completions", io.NopCloser(strings.NewReader(body)))
+	req.ContentLength = -1
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || !strings.Contains(string(b), "--max-body-bytes") {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+	f.noAdds(t)
+}

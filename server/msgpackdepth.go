@@ -32,23 +32,11 @@ func checkMsgpackDepth(b []byte, limit int) error {
 	var stack [maxMsgpackDepth + 1]int // values left per open level
 	depth := 0
 	for off := 0; off < len(b); {
-		c := b[off]
-		off++
-		n, size, container := 0, 0, false
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-		case c >= 0x80 && c <= 0x8f:
-			n, container = 2*int(c&0x0f), true
-		case c >= 0x90 && c <= 0x9f:
-			n, container = int(c&0x0f), true
-		case c >= 0xa0 && c <= 0xbf:
-			size = int(c & 0x1f)
-		default:
-			var err error
-			if n, size, container, off, err = msgpackHeader(c, b, off); err != nil {
-				return err
-			}
+		n, size, container, next, err := valueHeader(b, off)
+		if err != nil {
+			return err
 		}
+		off = next
 		off += size
 		if off > len(b) {
 			return errMsgpackTruncated
@@ -201,4 +189,56 @@ func intLen(c byte) int {
 		return 8
 	}
 	return 0
+}
+
+// addPromptLen reads the length of an ADD body's prompt_token_ids (its second
+// element, after the request id) from the raw bytes, so a prompt too long for any
+// engine is refused before it is decoded: decoding makes an int64 of each id, 8
+// bytes for a 1-byte id, so a 15 MiB frame cost 120 MB before the length check.
+func addPromptLen(body []byte) (n int, ok bool) {
+	off := 1
+	switch {
+	case len(body) == 0:
+		return 0, false
+	case body[0] == 0xdc:
+		off = 3
+	case body[0] == 0xdd:
+		off = 5
+	case body[0] < 0x90 || body[0] > 0x9f:
+		return 0, false
+	}
+	if off >= len(body) {
+		return 0, false
+	}
+	_, size, container, next, err := valueHeader(body, off)
+	if err != nil || container {
+		return 0, false
+	}
+	off = next + size // past the request id
+	if off >= len(body) {
+		return 0, false
+	}
+	n, _, container, _, err = valueHeader(body, off)
+	if err != nil || !container || body[off]&0xf0 == 0x80 || body[off] == 0xde || body[off] == 0xdf {
+		return 0, false // nil (prompt embeds instead) or not an array
+	}
+	return n, true
+}
+
+// valueHeader reads the header of the value at off: its element count if it is a
+// container, else the bytes of payload after the header (at next).
+func valueHeader(b []byte, off int) (n, size int, container bool, next int, err error) {
+	c := b[off]
+	off++
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+		return 0, 0, false, off, nil
+	case c >= 0x80 && c <= 0x8f:
+		return 2 * int(c&0x0f), 0, true, off, nil
+	case c >= 0x90 && c <= 0x9f:
+		return int(c & 0x0f), 0, true, off, nil
+	case c >= 0xa0 && c <= 0xbf:
+		return 0, int(c & 0x1f), false, off, nil
+	}
+	return msgpackHeader(c, b, off)
 }
