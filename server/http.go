@@ -199,7 +199,8 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 	}
 	rc := http.NewResponseController(w)
 	if a.bodyTimeout > 0 {
-		_ = rc.SetReadDeadline(a.now().Add(a.bodyTimeout))
+		// The wall clock, not a.now: a deadline is for the kernel, and tests pin now.
+		_ = rc.SetReadDeadline(time.Now().Add(a.bodyTimeout))
 	}
 	req, err := readCompletion(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
@@ -444,9 +445,10 @@ func toWire(o *dispatcher.Output) *wire.EngineCoreOutput {
 }
 
 // checkContext refuses a max_tokens the client set that does not fit the engine's
-// context after the prompt, with vLLM's words (its serving layer answers 400; it
-// caps only a max_tokens the client left out, as the dispatcher does here). An
-// unpinned request is checked against the largest context among ready engines.
+// context after the prompt, with vLLM's serving layer's words and status (400). A
+// max_tokens the client left out (the default 16) is not refused: the dispatcher
+// lowers it to the room left. An unpinned request is checked against the largest
+// context among ready engines (in a deployment of one model, all are the same).
 func (a *API) checkContext(req *CompletionRequest, ereqs []*wire.EngineCoreRequest) *APIError {
 	if req.MaxTokens == nil || len(ereqs) == 0 {
 		return nil

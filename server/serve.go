@@ -459,7 +459,9 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 			// out of routing, visibly (/v1/engines shows the cause).
 			err := fmt.Errorf("engine registered max_model_len %d; it must be positive", lim.MaxModelLen)
 			h.log.Error("refusing engine: invalid max_model_len", "rank", rank, "max_model_len", lim.MaxModelLen)
-			h.d.EngineUpWith(rank, dispatcher.EngineLimits{})
+			// Known to the dispatcher (so /v1/engines shows why), but with a context
+			// of 1 no prompt fits it between these two calls.
+			h.d.EngineUpWith(rank, dispatcher.EngineLimits{MaxModelLen: 1})
 			h.d.EngineDown(rank, err)
 			h.contexts.set(rank, 0)
 			return
