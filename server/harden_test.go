@@ -99,7 +99,7 @@ func (e *endlessPrompt) Read(p []byte) (int, error) {
 // old decoder read everything, 32 MiB, into memory before looking).
 func TestReadCompletionStopsAtPromptLimit(t *testing.T) {
 	r := &endlessPrompt{}
-	_, err := readCompletion(r)
+	_, err := readCompletion(r, MaxPromptTokens)
 	var ae *APIError
 	if !errorsAs(err, &ae) || ae.Param != "prompt" || !strings.Contains(ae.Message, "more than") {
 		t.Fatalf("err %v", err)

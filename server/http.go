@@ -202,7 +202,13 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		// The wall clock, not a.now: a deadline is for the kernel, and tests pin now.
 		_ = rc.SetReadDeadline(time.Now().Add(a.bodyTimeout))
 	}
-	req, err := readCompletion(http.MaxBytesReader(w, r.Body, a.maxBody))
+	// A prompt longer than every engine's context cannot be served: the read stops
+	// there (one exactly as long is read, for the dispatcher's precise refusal).
+	limit := MaxPromptTokens
+	if n := a.contextLen(-1); n > 0 && n < int64(limit) {
+		limit = int(n)
+	}
+	req, err := readCompletion(http.MaxBytesReader(w, r.Body, a.maxBody), limit)
 	if err != nil {
 		w.Header().Set("Connection", "close") // the rest of the body is not read
 		return nil, nil, t, a.bodyError(err)

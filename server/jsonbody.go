@@ -55,6 +55,8 @@ type jsonReader struct {
 	r   *bufio.Reader
 	off int64
 	buf []byte // capture target of value(); nil when skipping
+	// maxTokens bounds one prompt's ids.
+	maxTokens int
 }
 
 func (p *jsonReader) next() (byte, error) {
@@ -359,15 +361,19 @@ func (p *jsonReader) capture() ([]byte, error) {
 
 // readCompletion decodes one completions body from r: exactly one JSON object,
 // fields matched by their exact names (a repeated name: the last wins, as in
-// Python), unknown fields skipped, the prompt parsed as it streams in.
-func readCompletion(r io.Reader) (*CompletionRequest, error) {
+// Python), unknown fields skipped, the prompt parsed as it streams in and cut at
+// maxTokens ids (at most MaxPromptTokens; 0 = MaxPromptTokens).
+func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
+	if maxTokens <= 0 || maxTokens > MaxPromptTokens {
+		maxTokens = MaxPromptTokens
+	}
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(r)
 	defer func() {
 		br.Reset(nil) // drop the body
 		readerPool.Put(br)
 	}()
-	p := &jsonReader{r: br}
+	p := &jsonReader{r: br, maxTokens: maxTokens}
 	req := &CompletionRequest{}
 	c, err := p.ws()
 	if err != nil {

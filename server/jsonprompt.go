@@ -10,8 +10,9 @@ import (
 )
 
 // prompt parses the prompt value as it streams in: a list of token ids or a list
-// of such lists. It stops at the first id past MaxPromptTokens, so a body never
-// costs more memory than the limit allows.
+// of such lists. It stops at the first id past p.maxTokens (MaxPromptTokens, or
+// the largest context an engine registered), so a body never costs more memory
+// than the limit allows.
 func (p *jsonReader) prompt(req *CompletionRequest) error {
 	req.prompts = nil
 	c, err := p.ws()
@@ -107,7 +108,11 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 		if id < 0 {
 			return nil, badRequest("prompt", "%s[%d]: token id %d is negative", where, len(ids), id)
 		}
-		if len(ids) == MaxPromptTokens {
+		if len(ids) == p.maxTokens {
+			if p.maxTokens < MaxPromptTokens {
+				// No engine could take it: stop here rather than read the rest.
+				return nil, badRequest("prompt", "%s has more than %d tokens: longer than the maximum model length of every engine (%d)", where, p.maxTokens, p.maxTokens)
+			}
 			return nil, badRequest("prompt", "%s has more than %d tokens, the limit", where, MaxPromptTokens)
 		}
 		ids = append(ids, id)

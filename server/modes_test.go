@@ -146,6 +146,14 @@ func TestServePromptLongerThanContext(t *testing.T) {
 	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "8192") {
 		t.Errorf("prompt of 8192 tokens: %d %s", code, body)
 	}
+	// Longer than every engine's context: the body is read no further than that.
+	b, _ = json.Marshal(map[string]any{"prompt": make([]int64, 9000)})
+	e = errorBody{}
+	code, body = postPinned(t, s, 0, string(b))
+	_ = json.Unmarshal([]byte(body), &e)
+	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "more than 8192 tokens") {
+		t.Errorf("prompt of 9000 tokens: %d %s", code, body)
+	}
 	// A max_tokens the client set that does not fit after the prompt is a 400 in
 	// vLLM's words; one it left out is capped to the room left.
 	b, _ = json.Marshal(map[string]any{"prompt": long[:8190], "max_tokens": 50})

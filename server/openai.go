@@ -146,7 +146,7 @@ func (e *APIError) body() errorBody {
 // the field at fault named for a value of the wrong JSON type, trailing garbage
 // refused.
 func ParseCompletion(body []byte) (*CompletionRequest, error) {
-	return readCompletion(bytes.NewReader(body))
+	return readCompletion(bytes.NewReader(body), MaxPromptTokens)
 }
 
 // Prompts returns the prompt field: a list of token ids, or a list of such lists,
