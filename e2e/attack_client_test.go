@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -338,4 +339,40 @@ func TestAttackClientBigAdds(t *testing.T) {
 		t.Errorf("RSS peaked at %d MiB (baseline %d MiB)", peak.RSS>>20, tg.base.RSS>>20)
 	}
 	tg.finish(t, "client-big-adds", clients*each, 0, 192, 8)
+}
+
+// Idle TCP connections to the client port far past --client-max-connections
+// (lowered to 100): the rest are closed as they are accepted, so the server's fds
+// stay near the cap; clients already connected are served throughout.
+func TestAttackClientIdleConnections(t *testing.T) {
+	const capConns, n = 100, 1000
+	tg, good := clientTarget(t, "--client-max-connections", fmt.Sprint(capConns))
+	addr := strings.TrimPrefix(tg.client, "tcp://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	peak := 0
+	alongside(t, good, "client-idle", func() {
+		for i := range n {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial %d: %v", i, err)
+			}
+			conns = append(conns, c)
+			if i%100 == 99 {
+				peak = max(peak, sampleResources(t, tg.pid, "").FDs)
+			}
+		}
+	})
+	if limit := tg.base.FDs + capConns + 16; peak > limit {
+		t.Errorf("fds peaked at %d with %d idle connections; want at most %d", peak, n, limit)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	tg.finish(t, "client-idle-connections", n, 0, 64, 8)
 }

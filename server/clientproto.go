@@ -64,6 +64,9 @@ type ClientConfig struct {
 	// (all its frames); a client that sends more is disconnected before the excess
 	// is read. 0 = DefaultClientMaxBytes.
 	MaxFrameBytes, MaxMessageBytes int
+	// MaxConnections caps client connections, handshaking or established; more
+	// are closed as they are accepted. 0 = no cap.
+	MaxConnections int
 	// AllowUtilityMethods extends DefaultUtilityMethods: the UTILITY methods
 	// clients may call. Any other method is refused and nothing is sent.
 	AllowUtilityMethods []string
@@ -176,6 +179,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		// 256-deep queue let one fast client park 4 GiB). One reader drains it, so
 		// a deeper queue adds memory, not throughput.
 		RecvQueue: clientRecvQueue,
+		MaxConns:  cfg.MaxConnections,
 		Logger:    cfg.Logger,
 	})
 	if err != nil {

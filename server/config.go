@@ -60,6 +60,9 @@ type Config struct {
 	// disconnected before the excess is read. The defaults hold the largest legal
 	// ADD (DefaultClientMaxBytes).
 	ClientMaxFrameBytes, ClientMaxMessageBytes int
+	// ClientMaxConnections caps msgpack client connections (a handshaking one
+	// counts); more are closed as they are accepted. 0 = no cap.
+	ClientMaxConnections int
 
 	// MaxBodyBytes caps an HTTP request body (--max-body-bytes).
 	MaxBodyBytes int64
@@ -126,6 +129,7 @@ func DefaultConfig() Config {
 		ClientAddress:         "tcp://127.0.0.1:5570",
 		ClientMaxFrameBytes:   DefaultClientMaxBytes,
 		ClientMaxMessageBytes: DefaultClientMaxBytes,
+		ClientMaxConnections:  1024,
 		MaxBodyBytes:          DefaultMaxBodyBytes,
 		HTTPHeaderTimeout:     10 * time.Second,
 		HTTPBodyTimeout:       30 * time.Second,
@@ -243,6 +247,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return bad(d.flag, "must not be negative")
 		}
+	}
+	if c.ClientMaxConnections < 0 {
+		return bad("client-max-connections", "must not be negative (0 = no cap)")
 	}
 	if c.MaxConnections < 0 {
 		return bad("max-connections", "must not be negative (0 = no cap)")

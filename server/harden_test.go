@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -413,4 +414,15 @@ func TestChunkedBodyLimit(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode, b)
 	}
 	f.noAdds(t)
+}
+
+// --max-connections is lowered to what the open-file limit leaves after the
+// reserve and the client protocol's cap.
+func TestFitConnections(t *testing.T) {
+	if got := fitConnections(1<<30, 1024, slog.New(slog.DiscardHandler)); got >= 1<<30 {
+		t.Errorf("fitConnections(2^30) = %d: not lowered to the file limit", got)
+	}
+	if got := fitConnections(10, 0, slog.New(slog.DiscardHandler)); got != 10 {
+		t.Errorf("fitConnections(10) = %d", got)
+	}
 }

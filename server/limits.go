@@ -20,14 +20,15 @@ const maxHeaderBytes = 64 << 10
 const fdReserve = 512
 
 // fitConnections lowers want to what the process's file limit leaves after
-// fdReserve, so the cap is reached before accept fails with EMFILE (which starves
-// every client, /health included). It logs when it lowers.
-func fitConnections(want int, log *slog.Logger) int {
+// fdReserve and the client protocol's own cap (others), so the cap is reached
+// before accept fails with EMFILE (which starves every client, /health included).
+// It logs when it lowers.
+func fitConnections(want, others int, log *slog.Logger) int {
 	var lim syscall.Rlimit
 	if want <= 0 || syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil || lim.Cur > 1<<31 {
 		return want
 	}
-	room := int(lim.Cur) - fdReserve
+	room := int(lim.Cur) - fdReserve - others
 	if room < 16 {
 		room = 16
 	}

@@ -191,7 +191,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
 			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
-			Logger: cfg.Logger.With("component", "clients"),
+			MaxConnections: cfg.ClientMaxConnections,
+			Logger:         cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
 			return nil, err
@@ -212,7 +213,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http-address: %w", err)
 	}
-	maxConns := fitConnections(cfg.MaxConnections, s.log)
+	clientConns := 0
+	if cfg.ClientAddress != "" {
+		clientConns = cfg.ClientMaxConnections
+	}
+	maxConns := fitConnections(cfg.MaxConnections, clientConns, s.log)
 	limiter := newConnLimiter(ln, maxConns)
 	s.httpLn = limiter
 	if err = limiter.register(reg); err != nil {

@@ -94,6 +94,9 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "client-max-message-bytes", Category: "limits", Value: def.ClientMaxMessageBytes,
 				Usage:   "largest message (all its frames) a msgpack client may send; a client that sends more is disconnected",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_MESSAGE_BYTES")},
+			&cli.IntFlag{Name: "client-max-connections", Category: "limits", Value: def.ClientMaxConnections,
+				Usage:   "msgpack client connections (a handshaking one counts); more are closed as they are accepted; 0 = no cap",
+				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_CONNECTIONS")},
 			&cli.StringSliceFlag{Name: "api-key", Category: "clients",
 				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
 					"/health and /metrics stay open",
@@ -176,6 +179,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.MaxConcurrentRequests = cmd.Int("max-concurrent-requests")
 	cfg.ClientMaxFrameBytes = cmd.Int("client-max-frame-bytes")
 	cfg.ClientMaxMessageBytes = cmd.Int("client-max-message-bytes")
+	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
 	cfg.APIKeys = cmd.StringSlice("api-key")
 	cfg.Logger = log
 	cfg.Registry = reg
