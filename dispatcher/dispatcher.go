@@ -164,11 +164,15 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	var skipStack [8]*engine
 	skip := skipStack[:0]
 	var refused error
+	var refusedBy *engine
 	for {
 		e, err := d.choose(req, skip, start)
 		if err != nil {
-			if refused != nil && errors.Is(err, ErrNoEngines) {
-				return refused // every engine refused: report the last refusal
+			if refused != nil {
+				refusedBy.m.outcomes[r.refusal].Inc()
+				if errors.Is(err, ErrNoEngines) {
+					return refused // every engine refused: report the last refusal
+				}
 			}
 			return err
 		}
@@ -182,13 +186,20 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		req.Sampling = capped
 		retry, err := d.admit(req, r, e, start, ctx)
 		req.Sampling = orig
-		if !retry || req.DataParallelRank.Valid {
+		if !retry {
+			return err
+		}
+		// A refusal is counted only when it is the request's end: one refused by a
+		// rank and then served by another ended once, by its final output.
+		if req.DataParallelRank.Valid {
+			e.m.outcomes[r.refusal].Inc()
 			return err
 		}
 		if sctx := r.submitCtx(ctx); sctx.Err() != nil {
+			e.m.outcomes[r.refusal].Inc()
 			return err // the caller gave up waiting: do not wait on another rank
 		}
-		refused = err
+		refused, refusedBy = err, e
 		skip = append(skip, e)
 	}
 }
@@ -218,7 +229,8 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		return false, ErrClosed
 	}
 	if !e.up.Load() {
-		d.rollbackLocked(r, outcomeEngineDown)
+		d.rollbackLocked(r, noOutcome)
+		r.refusal = outcomeEngineDown
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank,
 			Cause: &EngineDownError{Rank: e.rank, Cause: engineCause(e)}}
 	}
@@ -238,14 +250,21 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
 	if err != nil {
 		wire.PutBuffer(body)
-		d.rollbackLocked(r, outcomeSendFailed)
+		err = fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
 		var le *wire.LayoutError
-		// A field this engine's vLLM release has no place for: nothing was sent,
-		// and an engine of another release may take it.
-		return errors.As(err, &le), fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
+		if errors.As(err, &le) {
+			// A field this engine's vLLM release has no place for: nothing was
+			// sent, and an engine of another release may take it.
+			d.rollbackLocked(r, noOutcome)
+			r.refusal = outcomeSendFailed
+			return true, err
+		}
+		d.rollbackLocked(r, outcomeSendFailed)
+		return false, err
 	}
 	if err := d.sendAdd(r, ctx, e.rank, body, aux); err != nil {
-		d.rollbackLocked(r, outcomeSendFailed)
+		d.rollbackLocked(r, noOutcome)
+		r.refusal = outcomeSendFailed
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
 	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
@@ -324,12 +343,16 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 }
 
 // rollbackLocked undoes an admission whose ADD never reached the engine: nothing to
-// abort, so the id is free at once. Caller holds r.mu.
+// abort, so the id is free at once. oc is counted unless it is noOutcome (a
+// refusal another engine may still make good; submit counts it if none does).
+// Caller holds r.mu.
 func (d *Dispatcher) rollbackLocked(r *request, oc outcome) {
 	r.done = true
 	d.table.Delete(r.id)
 	r.eng.inFlight.Add(-1)
-	r.eng.m.outcomes[oc].Inc()
+	if oc != noOutcome {
+		r.eng.m.outcomes[oc].Inc()
+	}
 	d.noteIdle()
 }
 

@@ -28,6 +28,8 @@ const (
 	outcomeClosed                       // Close
 	outcomeStalled                      // its engine stalled (CheckStalls)
 	numOutcomes
+	// noOutcome: not counted (yet); see rollbackLocked.
+	noOutcome = numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,37 @@ func TestHistBatch(t *testing.T) {
 	}
 	if h.counts[0].Load() != 1 || h.counts[10].Load() != 2 || h.counts[numLatencyBuckets].Load() != 1 {
 		t.Errorf("bucket counts wrong: first %d, 0.01s %d, +Inf %d", h.counts[0].Load(), h.counts[10].Load(), h.counts[numLatencyBuckets].Load())
+	}
+}
+
+// A request refused by one rank (its sender refused the ADD) and then served by
+// another ended once: it counts as length on the rank that served it, and not also
+// as send_failed on the rank that refused it. A request every rank refuses counts
+// once, as send_failed. Issue 17, item 9.
+func TestMetricsRetriedRequestCountedOnce(t *testing.T) {
+	h := newHarness(t, Config{Policy: PolicyRoundRobin}, 0, 1)
+	refusal := errors.New("queue full")
+	h.s.setFail(0, refusal)
+	for _, id := range []string{"a", "b"} {
+		if _, err := h.d.Submit(context.Background(), mkReq(id)); err != nil {
+			t.Fatal(err)
+		}
+		h.d.HandleOutputs(1, batch(1, finOut(id, wire.FinishLength, 7)))
+	}
+	count := func(rank, oc string) float64 {
+		return testutil.ToFloat64(h.d.m.requests.WithLabelValues(rank, oc))
+	}
+	if got := count("1", "length"); got != 2 {
+		t.Errorf("rank 1 length = %v, want 2", got)
+	}
+	if got := count("0", "send_failed"); got != 0 {
+		t.Errorf("rank 0 send_failed = %v, want 0: the refused requests were served by rank 1", got)
+	}
+	h.s.setFail(1, refusal)
+	if _, err := h.d.Submit(context.Background(), mkReq("c")); err == nil {
+		t.Fatal("every rank refuses, yet Submit succeeded")
+	}
+	if got := count("0", "send_failed") + count("1", "send_failed"); got != 1 {
+		t.Errorf("send_failed over both ranks = %v, want 1 for the one request no rank took", got)
 	}
 }

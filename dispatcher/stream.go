@@ -110,6 +110,9 @@ type request struct {
 	sendCtx context.Context
 
 	start time.Time // Submit entry, for dispatch latency and TTFT
+	// refusal is how the last engine that refused the ADD would count it; submit
+	// counts it only when no other engine takes the request.
+	refusal outcome
 
 	mu       sync.Mutex
 	done     bool  // terminal state reached; no more deliveries

@@ -20,6 +20,9 @@ func TestServeHelp(t *testing.T) {
 		"--step-ms", "--tokens-per-step", "--eos-token-id", "--coordinator-publish-address", "--log-format",
 		"--input-address", "--output-address", "--data-parallel-start-rank", "--data-parallel-size-local",
 		"--external-coordinator-address", "--vocab-size", "--max-logprobs", "--allow-utility-method",
+		"--api-key", "--max-body-bytes", "--http-header-timeout", "--http-body-timeout", "--http-idle-timeout",
+		"--max-connections", "--max-concurrent-requests", "--client-max-frame-bytes", "--client-max-message-bytes", "--client-max-connections",
+		"SWITCHYARD_API_KEY", "VLLM_API_KEY",
 		"SWITCHYARD_HTTP_ADDRESS", "SWITCHYARD_HANDSHAKE_ADDRESS", "SWITCHYARD_LOG_FORMAT", "SWITCHYARD_EOS_TOKEN_ID",
 	} {
 		if !strings.Contains(string(out), want) {

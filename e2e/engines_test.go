@@ -94,7 +94,7 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 		}
 		results <- r
 	}
-	go send("1", `{"prompt": [1], "max_tokens": 100000, "stream": true}`)
+	go send("1", `{"prompt": [1], "max_tokens": 8000, "stream": true}`)
 	eventually(t, 10*time.Second, "the rank-1 stream in flight", func() bool {
 		for _, e := range s.engines(t) {
 			if e.Rank == 1 && e.InFlight > 0 {

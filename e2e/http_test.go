@@ -104,3 +104,22 @@ func TestEmbeddedDefaultHTTP(t *testing.T) {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 }
+
+// --api-key also comes from VLLM_API_KEY, as vLLM's does: /v1/* needs the key,
+// /health does not.
+func TestAPIKeyFromEnv(t *testing.T) {
+	p := startEnv(t, "serve", []string{"VLLM_API_KEY=env-key"}, "serve", "--http-address", "127.0.0.1:0", "--client-address", "")
+	s := &server{proc: p}
+	s.http = strings.TrimPrefix(p.waitLog("serving", 30*time.Second)["http"].(string), "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, _, err := s.post(ctx, `{"prompt": [1], "max_tokens": 1}`); err != nil || resp.StatusCode != 401 {
+		t.Errorf("without the key: %v %v", err, resp)
+	}
+	if resp, b, err := s.post(ctx, `{"prompt": [1], "max_tokens": 1}`, "Authorization", "Bearer env-key"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("with the key: %v %v %s", err, resp, b)
+	}
+	if code, _ := s.get(t, "/health"); code != 200 {
+		t.Errorf("/health: %d", code)
+	}
+}

@@ -128,7 +128,7 @@ func TestMixedFleetEveryLayout(t *testing.T) {
 
 	// The msgpack client protocol: an ADD pinned to each rank, an ABORT, and a
 	// UTILITY call.
-	c := dialClient(t, s.client)
+	c := dialMPClient(t, s.client)
 	for rank := range n {
 		c.add(t, fmt.Sprintf("mp-%d", rank), 3, rank)
 	}
@@ -275,7 +275,7 @@ type mpResult struct {
 	rank   int64
 }
 
-func dialClient(t *testing.T, addr string) *mpClient {
+func dialMPClient(t *testing.T, addr string) *mpClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

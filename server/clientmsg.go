@@ -31,6 +31,12 @@ func (s *ClientServer) utility(c *client, body []byte) {
 		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: "+err.Error(), nil)
 		return
 	}
+	if negativeCallID(body) {
+		// vLLM's call ids are unsigned 64-bit; echoing -1 back as 2^64-1 would
+		// resolve no call the client made.
+		s.sendError(c, "", ErrTypeInvalidMessage, "UTILITY: call_id must be a non-negative integer (vLLM's call ids are unsigned 64-bit)", nil)
+		return
+	}
 	if !s.utilAllowed[method] {
 		// Nothing is sent: an engine runs some methods outside its error handling
 		// (handle_fault_tolerance kills its input thread on bad arguments) and any

@@ -38,6 +38,9 @@ const (
 	ErrTypeSlowClient     = "SlowClient"        // the client did not read its outputs
 )
 
+// clientRecvQueue is the client ROUTER's receive queue, in messages.
+const clientRecvQueue = 8
+
 // ClientConfig configures a ClientServer.
 type ClientConfig struct {
 	Address string // ROUTER endpoint, tcp:// or ipc://
@@ -57,6 +60,13 @@ type ClientConfig struct {
 	// request that has no _eos_token_id (none known: such a request gets
 	// ignore_eos unless it has it), its vocabulary and logprobs bounds refuse.
 	Model ModelRules
+	// MaxFrameBytes and MaxMessageBytes bound one received frame and one message
+	// (all its frames); a client that sends more is disconnected before the excess
+	// is read. 0 = DefaultClientMaxBytes.
+	MaxFrameBytes, MaxMessageBytes int
+	// MaxConnections caps client connections, handshaking or established; more
+	// are closed as they are accepted. 0 = no cap.
+	MaxConnections int
 	// AllowUtilityMethods extends DefaultUtilityMethods: the UTILITY methods
 	// clients may call. Any other method is refused and nothing is sent.
 	AllowUtilityMethods []string
@@ -145,6 +155,12 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultClientMaxBytes
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = max(DefaultClientMaxBytes, cfg.MaxFrameBytes)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -154,7 +170,17 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	sock, err := transport.Listen(ctx, transport.Router, cfg.Address, transport.Options{
 		PeerEvents:  true, // a dropped connection is how most clients "disappear"
 		SendTimeout: cfg.SendTimeout,
-		Logger:      cfg.Logger,
+		// The transport's defaults (256 MiB frames, 1 GiB messages) let three
+		// clients take 3 GB; nothing legal needs more than these.
+		MaxFrameSize:   cfg.MaxFrameBytes,
+		MaxMessageSize: cfg.MaxMessageBytes,
+		// Received messages wait here for the one reader; the bytes held are this
+		// times the message bound (64 MiB at the defaults, where the transport's
+		// 256-deep queue let one fast client park 4 GiB). One reader drains it, so
+		// a deeper queue adds memory, not throughput.
+		RecvQueue: clientRecvQueue,
+		MaxConns:  cfg.MaxConnections,
+		Logger:    cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
@@ -232,6 +258,15 @@ func (s *ClientServer) handle(frames [][]byte) {
 		return
 	}
 	body := frames[2:]
+	if err := checkMsgpackDepth(body[0], maxMsgpackDepth); err != nil {
+		// Before any decoder walks it: see msgpackdepth.go. A UTILITY's call is
+		// still resolved, so the client's pending call does not wait for ever.
+		if id, neg, ok := utilityCallID(body[0]); ok && !neg && frames[1][0] == wire.RequestUtility {
+			s.replyUtility(c, id, 0, "Call failed: args "+err.Error(), nil)
+		}
+		s.sendError(c, "", ErrTypeInvalidMessage, "message body: "+err.Error(), nil)
+		return
+	}
 	switch frames[1][0] {
 	case wire.RequestAdd:
 		s.add(c, body)
@@ -269,6 +304,11 @@ func (s *ClientServer) touch(id []byte) *client {
 // add submits one ADD. The engine id is the client's id prefixed with the client's
 // identity, so two clients that pick the same request id never collide at an engine.
 func (s *ClientServer) add(c *client, body [][]byte) {
+	if n, ok := addPromptLen(body[0]); ok && n > MaxPromptTokens {
+		// Refused before decoding: see addPromptLen.
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: prompt_token_ids has %d tokens, more than the limit of %d", n, MaxPromptTokens), nil)
+		return
+	}
 	var req wire.EngineCoreRequest
 	if err := wire.DecodeAdd(body, &req); err != nil {
 		s.sendError(c, "", ErrTypeInvalidMessage, "ADD: "+err.Error(), nil)
@@ -277,6 +317,15 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	userID := req.RequestID
 	if userID == "" {
 		s.sendError(c, "", ErrTypeInvalidRequest, "ADD: request_id must not be empty", nil)
+		return
+	}
+	if len(userID) > MaxRequestIDLen {
+		// Not echoed: the id is repeated in every output, which is the harm.
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: request_id is %d bytes, more than the limit of %d", len(userID), MaxRequestIDLen), nil)
+		return
+	}
+	if req.ExternalReqID.Valid && len(req.ExternalReqID.Value) > MaxRequestIDLen {
+		s.sendError(c, userID, ErrTypeInvalidRequest, fmt.Sprintf("ADD: external_req_id is %d bytes, more than the limit of %d", len(req.ExternalReqID.Value), MaxRequestIDLen), nil)
 		return
 	}
 	s.mu.Lock()

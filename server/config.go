@@ -63,6 +63,30 @@ type Config struct {
 	ClientAddress string
 	// ClientTimeout: see ClientConfig.Timeout.
 	ClientTimeout time.Duration
+	// ClientMaxFrameBytes and ClientMaxMessageBytes bound what one msgpack client
+	// sends (a frame, and all frames of one message): a client that sends more is
+	// disconnected before the excess is read. The defaults hold the largest legal
+	// ADD (DefaultClientMaxBytes).
+	ClientMaxFrameBytes, ClientMaxMessageBytes int
+	// ClientMaxConnections caps msgpack client connections (a handshaking one
+	// counts); more are closed as they are accepted. 0 = no cap.
+	ClientMaxConnections int
+
+	// MaxBodyBytes caps an HTTP request body (--max-body-bytes).
+	MaxBodyBytes int64
+	// HTTPHeaderTimeout bounds reading a request's headers, HTTPBodyTimeout its
+	// body, HTTPIdleTimeout a keep-alive connection's wait for its next request.
+	// There is no write timeout: a stream lasts as long as its request.
+	HTTPHeaderTimeout, HTTPBodyTimeout, HTTPIdleTimeout time.Duration
+	// MaxConnections caps open HTTP connections; at the cap the oldest one not in
+	// a request is closed for a new one, and when all are in requests the new one
+	// gets a 503. It is lowered to fit the process's file limit. 0 = no cap.
+	MaxConnections int
+	// MaxConcurrentRequests caps completions requests served at once; more get a
+	// 503 with Retry-After. 0 = no cap.
+	MaxConcurrentRequests int
+	// APIKeys: when set, /v1/* requires "Authorization: Bearer KEY" with one of them.
+	APIKeys []string
 
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
@@ -110,22 +134,37 @@ type Config struct {
 // DefaultConfig returns the defaults of `switchyard serve`.
 func DefaultConfig() Config {
 	return Config{
-		DataParallelSize:   1,
-		MockEngines:        2,
-		EngineTransport:    "ipc",
-		EngineBindHost:     "127.0.0.1",
-		MockStep:           5 * time.Millisecond,
-		MockTokensPerStep:  1,
-		HTTPAddress:        "127.0.0.1:8000",
-		ClientAddress:      "tcp://127.0.0.1:5570",
-		LBPolicy:           dispatcher.PolicyLeastLoaded,
-		MaxLogprobs:        DefaultMaxLogprobs,
-		ShutdownTimeout:    30 * time.Second,
-		ReadyTimeout:       30 * time.Second,
-		Bootstrap:          bootstrap.DefaultConfig(),
-		EngineStallTimeout: 60 * time.Second,
+		DataParallelSize:      1,
+		MockEngines:           2,
+		EngineTransport:       "ipc",
+		EngineBindHost:        "127.0.0.1",
+		MockStep:              5 * time.Millisecond,
+		MockTokensPerStep:     1,
+		HTTPAddress:           "127.0.0.1:8000",
+		ClientAddress:         "tcp://127.0.0.1:5570",
+		ClientMaxFrameBytes:   DefaultClientMaxBytes,
+		ClientMaxMessageBytes: DefaultClientMaxBytes,
+		ClientMaxConnections:  1024,
+		MaxBodyBytes:          DefaultMaxBodyBytes,
+		HTTPHeaderTimeout:     10 * time.Second,
+		HTTPBodyTimeout:       30 * time.Second,
+		HTTPIdleTimeout:       2 * time.Minute,
+		MaxConnections:        8192,
+		MaxConcurrentRequests: 4096,
+		LBPolicy:              dispatcher.PolicyLeastLoaded,
+		MaxLogprobs:           DefaultMaxLogprobs,
+		ShutdownTimeout:       30 * time.Second,
+		ReadyTimeout:          30 * time.Second,
+		Bootstrap:             bootstrap.DefaultConfig(),
+		EngineStallTimeout:    60 * time.Second,
 	}
 }
+
+// DefaultClientMaxBytes is the default frame and message bound of the client
+// protocol: the largest legal ADD, a MaxPromptTokens prompt, is 5 MiB with ids
+// encoded as msgspec encodes them (at most 5 bytes below 2^32), plus its sampling
+// parameters. Clients that send prompt embeddings raise it.
+const DefaultClientMaxBytes = 8 << 20
 
 // Model is what the request paths need to know of the model.
 func (c Config) Model() ModelRules {
@@ -208,6 +247,37 @@ func (c Config) Validate() error {
 	}
 	if c.ClientTimeout < 0 {
 		return bad("client-timeout", "must not be negative")
+	}
+	if c.ClientMaxFrameBytes < 1<<10 {
+		return bad("client-max-frame-bytes", "must be at least 1024, got %d", c.ClientMaxFrameBytes)
+	}
+	if c.ClientMaxMessageBytes < c.ClientMaxFrameBytes {
+		return bad("client-max-message-bytes", "must be at least --client-max-frame-bytes %d, got %d", c.ClientMaxFrameBytes, c.ClientMaxMessageBytes)
+	}
+	if c.MaxBodyBytes < 1<<10 {
+		return bad("max-body-bytes", "must be at least 1024, got %d", c.MaxBodyBytes)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"http-header-timeout", c.HTTPHeaderTimeout}, {"http-body-timeout", c.HTTPBodyTimeout}, {"http-idle-timeout", c.HTTPIdleTimeout}} {
+		if d.v < 0 {
+			return bad(d.flag, "must not be negative")
+		}
+	}
+	if c.ClientMaxConnections < 0 {
+		return bad("client-max-connections", "must not be negative (0 = no cap)")
+	}
+	if c.MaxConnections < 0 {
+		return bad("max-connections", "must not be negative (0 = no cap)")
+	}
+	if c.MaxConcurrentRequests < 0 {
+		return bad("max-concurrent-requests", "must not be negative (0 = no cap)")
+	}
+	for _, k := range c.APIKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return bad("api-key", "keys must be non-empty and contain no whitespace")
+		}
 	}
 	if err := c.Model().validate(); err != nil {
 		return err

@@ -97,6 +97,11 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 				v.Cause = st.Cause
 			}
 		}
+		if !v.Ready {
+			// The load figures are the last a live engine reported; a dead or
+			// stuck engine runs nothing and holds no cache for us.
+			v.Waiting, v.Running, v.KVCacheUsage = 0, 0, 0
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	views := make([]EngineView, len(out))

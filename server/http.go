@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,10 @@ type API struct {
 	now      func() time.Time
 	// shutdownReason is non-nil once shutdown began: the reason requests are cut short.
 	shutdownReason func() error
+	bodyTimeout    time.Duration
+	slots          chan struct{} // one per completions request being served; nil = no cap
+	auth           *apiKeys      // nil = no key required
+	contextLen     func(rank int) int64
 }
 
 // APIConfig configures NewAPI.
@@ -49,11 +55,26 @@ type APIConfig struct {
 	Engines func() []EngineView
 	// Model is what serve knows of the model (EOS ids, vocabulary, max_logprobs).
 	Model ModelRules
-	// MaxBodyBytes caps a request body; 0 = 32 MiB.
+	// MaxBodyBytes caps a request body; 0 = DefaultMaxBodyBytes. A body that
+	// declares more (Content-Length) is refused before any of it is read, and so
+	// before an "Expect: 100-continue" is answered.
 	MaxBodyBytes int64
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
-	Gatherer     prometheus.Gatherer // served on /metrics; nil = 404
+	// BodyTimeout bounds reading one request body (a chunked body that trickles
+	// for ever included); 0 = no bound. A body not read in time is a 408.
+	BodyTimeout time.Duration
+	// MaxConcurrentRequests caps the completions requests served at once (each
+	// holds its body, its prompts and its streams); beyond it a request is answered
+	// 503 with Retry-After at once. 0 = no cap.
+	MaxConcurrentRequests int
+	// APIKeys, when non-empty, are the keys a request to /v1/* must present as
+	// "Authorization: Bearer KEY" (vLLM's --api-key); /health and /metrics stay open.
+	APIKeys []string
+	// ContextLen returns the registered max_model_len of rank (rank < 0: the
+	// largest among ready engines), 0 when unknown. nil = unknown.
+	ContextLen func(rank int) int64
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer // served on /metrics; nil = 404
 	// ShutdownReason, when it returns non-nil, is the reason given to requests that
 	// are refused or cut short because switchyard is shutting down.
 	ShutdownReason func() error
@@ -67,7 +88,18 @@ func NewAPI(cfg APIConfig) *API {
 		log: cfg.Logger, gatherer: cfg.Gatherer, now: cfg.Now, shutdownReason: cfg.ShutdownReason,
 	}
 	if a.maxBody <= 0 {
-		a.maxBody = defaultMaxBodyLen
+		a.maxBody = DefaultMaxBodyBytes
+	}
+	a.bodyTimeout = cfg.BodyTimeout
+	if cfg.MaxConcurrentRequests > 0 {
+		a.slots = make(chan struct{}, cfg.MaxConcurrentRequests)
+	}
+	if len(cfg.APIKeys) > 0 {
+		a.auth = newAPIKeys(cfg.APIKeys)
+	}
+	a.contextLen = cfg.ContextLen
+	if a.contextLen == nil {
+		a.contextLen = func(int) int64 { return 0 }
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -82,7 +114,17 @@ func NewAPI(cfg APIConfig) *API {
 	return a
 }
 
-// Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics.
+// routes are the API's paths and the one method each answers; another method is a
+// 405 naming it (Go's mux would answer the catch-all's 404).
+var routes = map[string]string{
+	"/v1/completions": http.MethodPost,
+	"/v1/engines":     http.MethodGet,
+	"/health":         http.MethodGet,
+	"/metrics":        http.MethodGet,
+}
+
+// Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics, with
+// the API key (if any) required on /v1/*.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", a.metrics.wrap("completions", http.HandlerFunc(a.completions)))
@@ -92,15 +134,26 @@ func (a *API) Handler() http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := routes[r.URL.Path]; ok && (r.URL.Path != "/metrics" || a.gatherer != nil) {
+			w.Header().Set("Allow", m)
+			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: TypeMethodNotAllowed,
+				Message: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, m)})
+			return
+		}
 		writeError(w, &APIError{Status: http.StatusNotFound, Type: TypeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	return mux
+	if a.auth == nil {
+		return mux
+	}
+	return a.auth.wrap(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // vLLM's messages say "50 > 8192 - 8190", not "\u003e"
+	_ = enc.Encode(v)
 }
 
 func writeError(w http.ResponseWriter, e *APIError) { writeJSON(w, e.Status, e.body()) }
@@ -133,19 +186,35 @@ func newID() string {
 }
 
 // parseCompletion reads, decodes and validates one body; the result is ready to send.
+// The body is decoded as it is read (readCompletion), within MaxBodyBytes and
+// BodyTimeout; a body refused before its end closes the connection, so its rest is
+// never read.
 func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*CompletionRequest, [][]int64, Translate, *APIError) {
 	var t Translate
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, t, &APIError{Status: http.StatusRequestEntityTooLarge, Type: TypeBadRequest, Message: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)}
-		}
-		return nil, nil, t, badRequest("", "reading request body: %v", err)
+	if r.ContentLength > a.maxBody {
+		// Refused before reading: net/http sends "100 Continue" only once the body
+		// is read, so an absurd Content-Length with Expect: 100-continue gets this.
+		w.Header().Set("Connection", "close")
+		return nil, nil, t, tooLarge(a.maxBody)
 	}
-	req, err := ParseCompletion(body)
+	rc := http.NewResponseController(w)
+	if a.bodyTimeout > 0 {
+		// The wall clock, not a.now: a deadline is for the kernel, and tests pin now.
+		_ = rc.SetReadDeadline(time.Now().Add(a.bodyTimeout))
+	}
+	// A prompt longer than every engine's context cannot be served: the read stops
+	// there (one exactly as long is read, for the dispatcher's precise refusal).
+	limit := MaxPromptTokens
+	if n := a.contextLen(-1); n > 0 && n < int64(limit) {
+		limit = int(n)
+	}
+	req, err := readCompletion(http.MaxBytesReader(w, r.Body, a.maxBody), limit)
 	if err != nil {
-		return nil, nil, t, err.(*APIError)
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		return nil, nil, t, a.bodyError(err)
+	}
+	if a.bodyTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{}) // a stream lasts as long as its request
 	}
 	if err := req.Validate(); err != nil {
 		return nil, nil, t, err.(*APIError)
@@ -174,6 +243,28 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 	now := a.now()
 	t.ArrivalTime = float64(now.UnixNano()) / 1e9
 	return req, prompts, t, nil
+}
+
+func tooLarge(limit int64) *APIError {
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Type: TypeBadRequest,
+		Message: fmt.Sprintf("request body larger than %d bytes (--max-body-bytes)", limit)}
+}
+
+// bodyError maps a failure to read or decode the body.
+func (a *API) bodyError(err error) *APIError {
+	var ae *APIError
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return tooLarge(mbe.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return &APIError{Status: http.StatusRequestTimeout, Type: TypeBadRequest,
+			Message: fmt.Sprintf("request body not received within %v (--http-body-timeout)", a.bodyTimeout)}
+	}
+	return badRequest("", "reading request body: %v", err)
 }
 
 // submitError maps a refused Submit to its HTTP answer.
@@ -216,6 +307,25 @@ func (a *API) failure(err error) *APIError {
 
 // completions serves POST /v1/completions.
 func (a *API) completions(w http.ResponseWriter, r *http.Request) {
+	if reason := a.shutdownReason(); reason != nil {
+		// Draining: the listener stays open so new requests learn why (the README's
+		// promise) instead of meeting a refused connection.
+		w.Header().Set("Connection", "close")
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
+			Message: "switchyard is shutting down and accepts no new requests"})
+		return
+	}
+	if a.slots != nil {
+		select {
+		case a.slots <- struct{}{}:
+			defer func() { <-a.slots }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
+				Message: fmt.Sprintf("too many concurrent requests (--max-concurrent-requests %d); retry later", cap(a.slots))})
+			return
+		}
+	}
 	req, prompts, t, apiErr := a.parseCompletion(w, r)
 	if apiErr != nil {
 		writeError(w, apiErr)
@@ -224,6 +334,10 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	ereqs, err := req.EngineRequests(prompts, t)
 	if err != nil {
 		writeError(w, err.(*APIError))
+		return
+	}
+	if apiErr := a.checkContext(req, ereqs); apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	for _, er := range ereqs {
@@ -334,4 +448,36 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 // toWire views a dispatcher output as the engine's, for the accumulator.
 func toWire(o *dispatcher.Output) *wire.EngineCoreOutput {
 	return &wire.EngineCoreOutput{NewTokenIDs: o.TokenIDs, FinishReason: o.Finish, StopReason: o.StopReason}
+}
+
+// checkContext refuses a max_tokens the client set that does not fit the engine's
+// context after the prompt, with vLLM's serving layer's words and status (400). A
+// max_tokens the client left out (the default 16) is not refused: the dispatcher
+// lowers it to the room left. An unpinned request is checked against the largest
+// context among ready engines (in a deployment of one model, all are the same).
+func (a *API) checkContext(req *CompletionRequest, ereqs []*wire.EngineCoreRequest) *APIError {
+	if req.MaxTokens == nil || len(ereqs) == 0 {
+		return nil
+	}
+	rank := -1
+	if ereqs[0].DataParallelRank.Valid {
+		rank = int(ereqs[0].DataParallelRank.Value)
+	}
+	maxLen := a.contextLen(rank)
+	if maxLen <= 0 {
+		return nil
+	}
+	want := *req.MaxTokens
+	for _, er := range ereqs {
+		n := int64(len(er.PromptTokenIDs))
+		if n >= maxLen {
+			continue // the dispatcher refuses the prompt itself, naming prompt
+		}
+		if want > maxLen-n {
+			return badRequest("max_tokens", "'max_tokens' or 'max_completion_tokens' is too large: %d. "+
+				"This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
+				want, maxLen, n, want, maxLen, n)
+		}
+	}
+	return nil
 }

@@ -146,8 +146,23 @@ func TestServePromptLongerThanContext(t *testing.T) {
 	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "8192") {
 		t.Errorf("prompt of 8192 tokens: %d %s", code, body)
 	}
+	// Longer than every engine's context: the body is read no further than that.
+	b, _ = json.Marshal(map[string]any{"prompt": make([]int64, 9000)})
+	e = errorBody{}
+	code, body = postPinned(t, s, 0, string(b))
+	_ = json.Unmarshal([]byte(body), &e)
+	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "more than 8192 tokens") {
+		t.Errorf("prompt of 9000 tokens: %d %s", code, body)
+	}
+	// A max_tokens the client set that does not fit after the prompt is a 400 in
+	// vLLM's words; one it left out is capped to the room left.
 	b, _ = json.Marshal(map[string]any{"prompt": long[:8190], "max_tokens": 50})
+	want := "'max_tokens' or 'max_completion_tokens' is too large: 50. This model's maximum context length is 8192 tokens and your request has 8190 input tokens (50 > 8192 - 8190)."
+	if code, body := postPinned(t, s, 1, string(b)); code != 400 || !strings.Contains(body, want) || !strings.Contains(body, `"param":"max_tokens"`) {
+		t.Errorf("prompt of 8190 tokens, max_tokens 50: %d %s; want 400 %s", code, body, want)
+	}
+	b, _ = json.Marshal(map[string]any{"prompt": long[:8190]})
 	if code, body := postPinned(t, s, 1, string(b)); code != 200 || !strings.Contains(body, `"completion_tokens":2`) {
-		t.Errorf("prompt of 8190 tokens, max_tokens 50: %d %s; want 2 tokens (capped to the context)", code, body)
+		t.Errorf("prompt of 8190 tokens, no max_tokens: %d %s; want 2 tokens (the default 16 capped to the context)", code, body)
 	}
 }

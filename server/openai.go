@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -22,36 +21,42 @@ import (
 // Limits on one HTTP completion. They bound the fan-out one body can cause: vLLM has no
 // cap on n, but every choice is a separate engine request here.
 const (
-	MaxChoices        = 128     // n times the number of prompts
-	MaxPromptTokens   = 1 << 20 // tokens in one prompt
-	DefaultMaxTokens  = 16      // OpenAI's and vLLM's completions default
-	defaultMaxBodyLen = 32 << 20
+	MaxChoices       = 128     // n times the number of prompts
+	MaxPromptTokens  = 1 << 20 // tokens in one prompt
+	DefaultMaxTokens = 16      // OpenAI's and vLLM's completions default
+	// DefaultMaxBodyBytes is --max-body-bytes' default: room for a prompt of
+	// MaxPromptTokens six-digit token ids, and little more.
+	DefaultMaxBodyBytes = 16 << 20
+	// MaxRequestIDLen bounds a client-chosen request id (both protocols) and
+	// MaxModelNameLen the model name: both are repeated in every output or chunk
+	// of the request, so a long one would multiply through the whole stream.
+	MaxRequestIDLen = 256
+	MaxModelNameLen = 256
 )
 
 // CompletionRequest is the body of POST /v1/completions. Pointer fields distinguish
 // "absent" from zero. Unknown fields are ignored, as vLLM's pydantic models do, so
 // stock OpenAI clients that send extras keep working.
 type CompletionRequest struct {
-	Model             string          `json:"model"`
-	Prompt            json.RawMessage `json:"prompt"`
-	MaxTokens         *int64          `json:"max_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	TopK              *int64          `json:"top_k"`
-	MinP              *float64        `json:"min_p"`
-	Seed              *int64          `json:"seed"`
-	StopTokenIDs      []int64         `json:"stop_token_ids"`
-	IgnoreEOS         bool            `json:"ignore_eos"`
-	MinTokens         int64           `json:"min_tokens"`
-	Priority          int64           `json:"priority"`
-	Stream            bool            `json:"stream"`
-	StreamOptions     *StreamOptions  `json:"stream_options"`
-	N                 *int64          `json:"n"`
-	PresencePenalty   *float64        `json:"presence_penalty"`
-	FrequencyPenalty  *float64        `json:"frequency_penalty"`
-	RepetitionPenalty *float64        `json:"repetition_penalty"`
-	CacheSalt         *string         `json:"cache_salt"`
-	RequestID         string          `json:"request_id"` // vLLM extra: the user-visible id
+	Model             string         `json:"model"`
+	MaxTokens         *int64         `json:"max_tokens"`
+	Temperature       *float64       `json:"temperature"`
+	TopP              *float64       `json:"top_p"`
+	TopK              *int64         `json:"top_k"`
+	MinP              *float64       `json:"min_p"`
+	Seed              *int64         `json:"seed"`
+	StopTokenIDs      []int64        `json:"stop_token_ids"`
+	IgnoreEOS         bool           `json:"ignore_eos"`
+	MinTokens         int64          `json:"min_tokens"`
+	Priority          int64          `json:"priority"`
+	Stream            bool           `json:"stream"`
+	StreamOptions     *StreamOptions `json:"stream_options"`
+	N                 *int64         `json:"n"`
+	PresencePenalty   *float64       `json:"presence_penalty"`
+	FrequencyPenalty  *float64       `json:"frequency_penalty"`
+	RepetitionPenalty *float64       `json:"repetition_penalty"`
+	CacheSalt         *string        `json:"cache_salt"`
+	RequestID         string         `json:"request_id"` // vLLM extra: the user-visible id
 
 	// Fields switchyard cannot honour because it never sees text; a request that sets
 	// them gets a 400 naming the field rather than a silently different answer.
@@ -60,6 +65,9 @@ type CompletionRequest struct {
 	Logprobs *int64          `json:"logprobs"`
 	BestOf   *int64          `json:"best_of"`
 	Suffix   *string         `json:"suffix"`
+
+	// prompts is the prompt field, parsed by the decoder as it streams in.
+	prompts [][]int64
 }
 
 // StreamOptions is OpenAI's stream_options.
@@ -84,6 +92,8 @@ func (e *APIError) Error() string { return e.Message }
 const (
 	TypeBadRequest              = "BadRequestError"
 	TypeNotFound                = "NotFoundError"
+	TypeMethodNotAllowed        = "MethodNotAllowedError"
+	TypeUnauthorized            = "Unauthorized"
 	TypeServiceUnavailable      = "ServiceUnavailableError"
 	TypeInternal                = "InternalServerError"
 	TypeInvalidDataParallelRank = "InvalidDataParallelRank"
@@ -132,77 +142,21 @@ func (e *APIError) body() errorBody {
 	return errorBody{Error: d}
 }
 
-// ParseCompletion decodes a request body. It names the field at fault for a value of
-// the wrong JSON type and refuses trailing garbage.
+// ParseCompletion decodes a request body (see readCompletion): exact field names,
+// the field at fault named for a value of the wrong JSON type, trailing garbage
+// refused.
 func ParseCompletion(body []byte) (*CompletionRequest, error) {
-	var req CompletionRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return nil, jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("", "invalid JSON body: unexpected data after the top-level object")
-	}
-	return &req, nil
+	return readCompletion(bytes.NewReader(body), MaxPromptTokens)
 }
 
-func jsonError(err error) *APIError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return badRequest(te.Field, "%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
-	}
-	if errors.Is(err, io.EOF) {
-		return badRequest("", "invalid JSON body: empty body")
-	}
-	return badRequest("", "invalid JSON body: %v", err)
-}
-
-// Prompts decodes the prompt field: a list of token ids, or a list of such lists.
-// Strings are refused: switchyard forwards token ids, as vLLM run with
-// --skip-tokenizer-init does.
+// Prompts returns the prompt field: a list of token ids, or a list of such lists,
+// checked as it was decoded. Strings are refused: switchyard forwards token ids, as
+// vLLM run with --skip-tokenizer-init does.
 func (r *CompletionRequest) Prompts() ([][]int64, error) {
-	raw := bytes.TrimSpace(r.Prompt)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+	if r.prompts == nil {
 		return nil, badRequest("prompt", "prompt is required: a list of token ids or a list of such lists")
 	}
-	if raw[0] == '"' {
-		return nil, badRequest("prompt", "prompt must be token ids (a list of integers or a list of such lists); switchyard does not tokenize text")
-	}
-	var flat []int64
-	if err := json.Unmarshal(raw, &flat); err == nil {
-		if err := checkPrompt(flat, "prompt"); err != nil {
-			return nil, err
-		}
-		return [][]int64{flat}, nil
-	}
-	var nested [][]int64
-	if err := json.Unmarshal(raw, &nested); err != nil {
-		return nil, badRequest("prompt", "prompt must be a list of non-negative integer token ids or a list of such lists")
-	}
-	if len(nested) == 0 {
-		return nil, badRequest("prompt", "prompt must not be empty")
-	}
-	for i, p := range nested {
-		if err := checkPrompt(p, fmt.Sprintf("prompt[%d]", i)); err != nil {
-			return nil, err
-		}
-	}
-	return nested, nil
-}
-
-func checkPrompt(p []int64, where string) error {
-	if len(p) == 0 {
-		return badRequest("prompt", "%s must not be empty", where)
-	}
-	if len(p) > MaxPromptTokens {
-		return badRequest("prompt", "%s has %d tokens, more than the limit of %d", where, len(p), MaxPromptTokens)
-	}
-	for i, t := range p {
-		if t < 0 {
-			return badRequest("prompt", "%s[%d]: token id %d is negative", where, i, t)
-		}
-	}
-	return nil
+	return r.prompts, nil
 }
 
 // Choices returns n (default 1).
@@ -254,6 +208,16 @@ func (r *CompletionRequest) Validate() error {
 		if t < 0 {
 			return badRequest("stop_token_ids", "stop_token_ids[%d]: token id %d is negative", i, t)
 		}
+	}
+	if r.CacheSalt != nil && *r.CacheSalt == "" {
+		// vLLM's words (CompletionRequest.check_cache_salt_support).
+		return badRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
+	}
+	if len(r.RequestID) > MaxRequestIDLen {
+		return badRequest("request_id", "request_id is %d bytes, more than the limit of %d", len(r.RequestID), MaxRequestIDLen)
+	}
+	if len(r.Model) > MaxModelNameLen {
+		return badRequest("model", "model is %d bytes, more than the limit of %d", len(r.Model), MaxModelNameLen)
 	}
 	if r.StreamOptions != nil && !r.Stream {
 		return badRequest("stream_options", "stream_options is only allowed when stream is true")

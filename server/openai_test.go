@@ -39,7 +39,7 @@ func TestParseCompletionRejects(t *testing.T) {
 		{"negative token", `{"prompt": [1, -2, 3]}`, "prompt", "prompt[1]: token id -2 is negative"},
 		{"negative token nested", `{"prompt": [[1], [4, -1]]}`, "prompt", "prompt[1][1]: token id -1 is negative"},
 		{"float token", `{"prompt": [1.5]}`, "prompt", "non-negative integer"},
-		{"max_tokens type", `{"prompt": [1], "max_tokens": "4"}`, "max_tokens", "expected int64"},
+		{"max_tokens type", `{"prompt": [1], "max_tokens": "4"}`, "max_tokens", "expected an integer"},
 		{"max_tokens zero", `{"prompt": [1], "max_tokens": 0}`, "max_tokens", "at least 1"},
 		{"n zero", `{"prompt": [1], "n": 0}`, "n", "between 1 and"},
 		{"n too big", `{"prompt": [1], "n": 1000}`, "n", "between 1 and"},

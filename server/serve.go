@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,7 +66,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{}}
+	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{log: cfg.Logger}}
 	// The failure paths below `return nil, err`, which sets the named result s to
 	// nil before deferred calls run: tear down through a copy, or a taken port
 	// becomes a nil dereference and the started components (and the ipc dir) leak.
@@ -197,7 +196,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.clients, err = ListenClients(ctx, ClientConfig{
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
-			Logger:              cfg.Logger.With("component", "clients"),
+			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
+			MaxConnections: cfg.ClientMaxConnections,
+			Logger:         cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
 			return nil, err
@@ -210,14 +211,30 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		Dispatcher: s.d, Engines: s.Engines, Model: cfg.Model(),
 		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,
 		ShutdownReason: reason,
+		MaxBodyBytes:   cfg.MaxBodyBytes, BodyTimeout: cfg.HTTPBodyTimeout,
+		MaxConcurrentRequests: cfg.MaxConcurrentRequests, APIKeys: cfg.APIKeys,
+		ContextLen: events.contexts.largest,
 	})
-	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddress); err != nil {
+	ln, err := net.Listen("tcp", cfg.HTTPAddress)
+	if err != nil {
 		return nil, fmt.Errorf("--http-address: %w", err)
+	}
+	clientConns := 0
+	if cfg.ClientAddress != "" {
+		clientConns = cfg.ClientMaxConnections
+	}
+	maxConns := fitConnections(cfg.MaxConnections, clientConns, s.log)
+	limiter := newConnLimiter(ln, maxConns)
+	s.httpLn = limiter
+	if err = limiter.register(reg); err != nil {
+		return nil, fmt.Errorf("http: %w", err)
 	}
 	s.http = &http.Server{
 		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute, // no WriteTimeout: a stream lasts as long as its request
+		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
+		IdleTimeout:       cfg.HTTPIdleTimeout, // no WriteTimeout: a stream lasts as long as its request
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         limiter.ConnState,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -278,7 +295,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 func (s *Server) startBootstrap() error {
 	bcfg := s.cfg.Bootstrap
 	bcfg.Address = s.cfg.BootstrapAddress
-	bcfg.Logger = s.cfg.Logger.With("component", "bootstrap")
+	bcfg.Logger = s.cfg.Logger // bootstrap adds its own component attribute
 	bcfg.Registerer = s.cfg.Registry
 	b, err := bootstrap.NewServer(bcfg)
 	if err != nil {
@@ -359,11 +376,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 	reason := fmt.Errorf("switchyard is shutting down: request aborted after --shutdown-timeout %v", s.cfg.ShutdownTimeout)
 	s.shutdownReason.Store(&reason)
 
-	// Stop accepting: the HTTP listener closes now (Shutdown then waits for the
-	// handlers, which end when their requests do), and Drain refuses new requests
-	// on every path while in-flight ones run to completion.
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- s.http.Shutdown(ctx) }()
+	// Stop accepting work but keep the HTTP listener open while in-flight requests
+	// drain: a new request then gets the 503 the README promises (and its
+	// connection closes) rather than a refused connection. Drain refuses new
+	// requests on every path while in-flight ones run to completion.
+	s.http.SetKeepAlivesEnabled(false)
 	inflight := s.d.InFlight()
 	s.log.Info("draining", "in_flight", inflight, "timeout", s.cfg.ShutdownTimeout)
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
@@ -378,7 +395,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// which the handlers and the client protocol turn into the reason above.
 	s.d.Close()
 	var errs []error
-	if err := <-httpDone; err != nil {
+	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
 	s.teardown()
@@ -433,6 +450,10 @@ type engineEvents struct {
 	// closing is set once the dispatcher has ended every request at shutdown: the
 	// frontend then reports every engine down, which is no failure.
 	closing atomic.Bool
+	// contexts are the ready engines' registered max_model_len, for the HTTP
+	// API's max_tokens check.
+	contexts contextLens
+	log      *slog.Logger
 }
 
 func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
@@ -446,7 +467,21 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 	lim := dispatcher.EngineLimits{Layout: info.Layout}
 	if info.Ready.MaxModelLen.Valid {
 		lim.MaxModelLen = info.Ready.MaxModelLen.Value
+		if lim.MaxModelLen <= 0 {
+			// The dispatcher reads 0 as "unknown: anything fits"; an engine that
+			// says its context holds nothing is broken, not unlimited. It is kept
+			// out of routing, visibly (/v1/engines shows the cause).
+			err := fmt.Errorf("engine registered max_model_len %d; it must be positive", lim.MaxModelLen)
+			h.log.Error("refusing engine: invalid max_model_len", "rank", rank, "max_model_len", lim.MaxModelLen)
+			// Known to the dispatcher (so /v1/engines shows why), but with a context
+			// of 1 no prompt fits it between these two calls.
+			h.d.EngineUpWith(rank, dispatcher.EngineLimits{MaxModelLen: 1})
+			h.d.EngineDown(rank, err)
+			h.contexts.set(rank, 0)
+			return
+		}
 	}
+	h.contexts.set(rank, lim.MaxModelLen)
 	h.d.EngineUpWith(rank, lim)
 	if h.node != nil {
 		h.node.EngineReady(rank)
@@ -457,6 +492,7 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 	if h.closing.Load() {
 		return
 	}
+	h.contexts.set(rank, 0)
 	h.d.EngineDown(rank, err)
 	if c := h.clients.Load(); c != nil {
 		c.sealBatch(rank) // never stall: the frontend's control loop is waiting

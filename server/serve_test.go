@@ -106,7 +106,7 @@ func TestServeShutdownAbortsStragglers(t *testing.T) {
 	res := make(chan result, 1)
 	go func() {
 		resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json",
-			strings.NewReader(`{"prompt": [1], "max_tokens": 100000}`))
+			strings.NewReader(`{"prompt": [1], "max_tokens": 8000}`))
 		if err != nil {
 			res <- result{0, err.Error()}
 			return

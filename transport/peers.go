@@ -49,6 +49,14 @@ func (s *socket) acceptLoop() {
 			nc.Close()
 			return
 		}
+		if s.opt.MaxConns > 0 && len(s.pending)+len(s.peers) >= s.opt.MaxConns {
+			// At the cap: a flood of connections must not use up the process's
+			// file descriptors (which every other listener shares).
+			s.mu.Unlock()
+			nc.Close()
+			s.opt.Logger.Debug("transport: connection refused at MaxConns", "addr", s.addr, "max", s.opt.MaxConns)
+			continue
+		}
 		s.pending[nc] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

@@ -139,6 +139,9 @@ type Options struct {
 	// for that subscriber, as libzmq's PUB does at SNDHWM. A subscriber whose write
 	// takes longer than SendTimeout is disconnected. 0 = 1000 (libzmq's default).
 	SendHWM int
+	// MaxConns caps the connections a listening socket holds, handshaking or
+	// established; more are closed as they are accepted. 0 = no cap.
+	MaxConns int
 	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
 	// PULL always does. A ROUTER then holds a new connection presenting a departed
 	// peer's identity until that departure is queued, so a rejoining peer's

@@ -76,6 +76,38 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "client-timeout", Category: "clients", Value: def.ClientTimeout,
 				Usage:   "a msgpack client with live requests that sends nothing for this long is gone: its requests are aborted (0 = only a dropped connection counts)",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_TIMEOUT")},
+			&cli.Int64Flag{Name: "max-body-bytes", Category: "limits", Value: def.MaxBodyBytes,
+				Usage:   "largest HTTP request body; a larger one is a 413, refused before it is read (so before 100 Continue)",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_BODY_BYTES")},
+			&cli.DurationFlag{Name: "http-header-timeout", Category: "limits", Value: def.HTTPHeaderTimeout,
+				Usage:   "time a client has to send a request's headers (slowloris); 0 = none",
+				Sources: cli.EnvVars("SWITCHYARD_HTTP_HEADER_TIMEOUT")},
+			&cli.DurationFlag{Name: "http-body-timeout", Category: "limits", Value: def.HTTPBodyTimeout,
+				Usage:   "time a client has to send a request's body, a chunked one included; later is a 408; 0 = none",
+				Sources: cli.EnvVars("SWITCHYARD_HTTP_BODY_TIMEOUT")},
+			&cli.DurationFlag{Name: "http-idle-timeout", Category: "limits", Value: def.HTTPIdleTimeout,
+				Usage:   "how long a keep-alive connection may wait for its next request; 0 = none",
+				Sources: cli.EnvVars("SWITCHYARD_HTTP_IDLE_TIMEOUT")},
+			&cli.IntFlag{Name: "max-connections", Category: "limits", Value: def.MaxConnections,
+				Usage: "open HTTP connections; at the cap the oldest one not in a request is closed for a new one, and when all are in requests " +
+					"the new one gets a 503; lowered to fit the open-file limit; 0 = no cap",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_CONNECTIONS")},
+			&cli.IntFlag{Name: "max-concurrent-requests", Category: "limits", Value: def.MaxConcurrentRequests,
+				Usage:   "completions requests served at once over HTTP; more get a 503 with Retry-After: 1; 0 = no cap",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_CONCURRENT_REQUESTS")},
+			&cli.IntFlag{Name: "client-max-frame-bytes", Category: "limits", Value: def.ClientMaxFrameBytes,
+				Usage:   "largest frame a msgpack client may send; a client that sends more is disconnected before it is read",
+				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_FRAME_BYTES")},
+			&cli.IntFlag{Name: "client-max-message-bytes", Category: "limits", Value: def.ClientMaxMessageBytes,
+				Usage:   "largest message (all its frames) a msgpack client may send; a client that sends more is disconnected",
+				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_MESSAGE_BYTES")},
+			&cli.IntFlag{Name: "client-max-connections", Category: "limits", Value: def.ClientMaxConnections,
+				Usage:   "msgpack client connections (a handshaking one counts); more are closed as they are accepted; 0 = no cap",
+				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_CONNECTIONS")},
+			&cli.StringSliceFlag{Name: "api-key", Category: "clients",
+				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
+					"/health and /metrics stay open",
+				Sources: cli.EnvVars("SWITCHYARD_API_KEY", "VLLM_API_KEY")},
 			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
 				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
 					"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
@@ -159,6 +191,16 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
 	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
 	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
+	cfg.MaxBodyBytes = cmd.Int64("max-body-bytes")
+	cfg.HTTPHeaderTimeout = cmd.Duration("http-header-timeout")
+	cfg.HTTPBodyTimeout = cmd.Duration("http-body-timeout")
+	cfg.HTTPIdleTimeout = cmd.Duration("http-idle-timeout")
+	cfg.MaxConnections = cmd.Int("max-connections")
+	cfg.MaxConcurrentRequests = cmd.Int("max-concurrent-requests")
+	cfg.ClientMaxFrameBytes = cmd.Int("client-max-frame-bytes")
+	cfg.ClientMaxMessageBytes = cmd.Int("client-max-message-bytes")
+	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
+	cfg.APIKeys = cmd.StringSlice("api-key")
 	cfg.Logger = log
 	cfg.Registry = reg
 	if err := cfg.Validate(); err != nil {

@@ -1,0 +1,82 @@
+package server
+
+// Small pieces of the HTTP limits that serve wires: the header bound, the fit of
+// --max-connections to the file limit, and the engines' context lengths the API
+// checks max_tokens against.
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// maxHeaderBytes bounds a request's headers (net/http's default is 1 MiB; uvicorn,
+// under vLLM, refuses past 16 KiB). Larger headers get a 431.
+const maxHeaderBytes = 64 << 10
+
+// fdReserve is the file descriptors kept for everything but HTTP connections:
+// engine and client sockets, ipc files, logs.
+const fdReserve = 512
+
+// fitConnections lowers want to what the process's file limit leaves after
+// fdReserve and the client protocol's own cap (others), so the cap is reached
+// before accept fails with EMFILE (which starves every client, /health included).
+// It logs when it lowers.
+func fitConnections(want, others int, log *slog.Logger) int {
+	var lim syscall.Rlimit
+	if want <= 0 || syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil || lim.Cur > 1<<31 {
+		return want
+	}
+	room := int(lim.Cur) - fdReserve - others
+	if room < 16 {
+		room = 16
+	}
+	if want > room {
+		log.Warn("--max-connections lowered to fit the open-file limit", "max_connections", room, "asked", want, "nofile", lim.Cur)
+		return room
+	}
+	return want
+}
+
+// contextLens holds each ready engine's registered max_model_len (copy on write:
+// read per request, written when an engine comes or goes).
+type contextLens struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[int]int64]
+}
+
+// set records rank's context length; 0 removes it.
+func (c *contextLens) set(rank int, n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := map[int]int64{}
+	if cur := c.m.Load(); cur != nil {
+		for k, v := range *cur {
+			next[k] = v
+		}
+	}
+	if n > 0 {
+		next[rank] = n
+	} else {
+		delete(next, rank)
+	}
+	c.m.Store(&next)
+}
+
+// largest returns rank's context length, or for rank < 0 the largest of them;
+// 0 when unknown.
+func (c *contextLens) largest(rank int) int64 {
+	cur := c.m.Load()
+	if cur == nil {
+		return 0
+	}
+	if rank >= 0 {
+		return (*cur)[rank]
+	}
+	var best int64
+	for _, v := range *cur {
+		best = max(best, v)
+	}
+	return best
+}
