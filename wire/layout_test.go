@@ -304,3 +304,143 @@ func hasKey(m map[string]any, k string) bool {
 	_, ok := m[k]
 	return ok
 }
+
+// TestLayoutFilesFromFixtures: a layout file generated from each release's fixture
+// (its struct fields in order, as vllm-layout-script writes them from vLLM's classes)
+// works exactly as the built-in layout: every golden message decodes, and what we
+// encode is msgspec's bytes.
+func TestLayoutFilesFromFixtures(t *testing.T) {
+	for _, b := range BuiltinLayouts() {
+		doc := loadVersionFixtures(t, b.Name)
+		data, err := b.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]any
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		// The struct fields come from the fixture's own classes, not from the
+		// built-in.
+		structs := f["structs"].(map[string]any)
+		structs["EngineCoreRequest"].(map[string]any)["fields"] = doc.Layout["EngineCoreRequest"]
+		structs["EngineCoreOutput"] = map[string]any{"fields": doc.Layout["EngineCoreOutput"]}
+		structs["EngineCoreOutputs"] = map[string]any{"fields": doc.Layout["EngineCoreOutputs"]}
+		f["sampling_params"] = doc.Layout["SamplingParams"]
+		f["native"] = b.Native // the newest fixture predates some keys the native layout knows
+		if b.Native {
+			f["sampling_params"] = b.SamplingKeys
+		}
+		f["name"] = "file-" + b.Name
+		data, _ = json.Marshal(f)
+		l, err := ParseLayout(data, "generated-"+b.Name+".json")
+		if err != nil {
+			t.Fatalf("%s: %v", b.Name, err)
+		}
+		for _, fx := range doc.Fixtures {
+			t.Run(l.Name+"/"+fx.Name, func(t *testing.T) { checkVersionFixture(t, l, fx) })
+		}
+	}
+}
+
+// TestParseLayoutRefuses: files a codec could not use are refused at load, naming why.
+func TestParseLayoutRefuses(t *testing.T) {
+	base, _ := BuiltinLayout("v0.18").JSON()
+	edit := func(fn func(map[string]any)) []byte {
+		var f map[string]any
+		json.Unmarshal(base, &f)
+		fn(f)
+		b, _ := json.Marshal(f)
+		return b
+	}
+	structs := func(f map[string]any) map[string]any { return f["structs"].(map[string]any) }
+	for name, tt := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"format":        {edit(func(f map[string]any) { f["format"] = 2 }), "format 2"},
+		"no name":       {edit(func(f map[string]any) { f["name"] = "" }), "no name"},
+		"reasons":       {edit(func(f map[string]any) { f["finish_reasons"] = []string{"LENGTH", "STOP", "ABORT"} }), "finish_reasons"},
+		"unknown required": {edit(func(f map[string]any) {
+			structs(f)["EngineCoreRequest"] = map[string]any{"fields": []any{"request_id", "prompt_token_ids", "sampling_params", "arrival_time", map[string]any{"name": "brand_new"}}}
+		}), "brand_new: required"},
+		"no eos": {edit(func(f map[string]any) {
+			f["sampling_params"] = []string{"max_tokens"}
+		}), "no place for the EOS id"},
+		"bad default": {edit(func(f map[string]any) {
+			structs(f)["EngineCoreOutput"] = map[string]any{"fields": []any{"request_id", "new_token_ids", "finish_reason", map[string]any{"name": "x", "default": "zz"}}}
+		}), "default is not"},
+		"envelope": {edit(func(f map[string]any) {
+			structs(f)["EngineCoreOutputs"] = map[string]any{"fields": []string{"outputs", "engine_index"}}
+		}), "EngineCoreOutputs is"},
+		"range": {edit(func(f map[string]any) { f["versions"] = ">=0.30.0,<0.29.0" }), "empty range"},
+		"json":  {[]byte("{"), "unexpected EOF"},
+	} {
+		if _, err := ParseLayout(tt.data, name); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want an error with %q", name, err, tt.want)
+		}
+	}
+}
+
+// A new field in the middle of an array, unknown to switchyard, is written with
+// vLLM's default and skipped on decode; a known field that moved is found by name.
+func TestLayoutFileUnknownAndMovedFields(t *testing.T) {
+	base, _ := BuiltinLayout("newest").JSON()
+	var f map[string]any
+	json.Unmarshal(base, &f)
+	s := f["structs"].(map[string]any)
+	req := s["EngineCoreRequest"].(map[string]any)
+	fields := req["fields"].([]any)
+	// priority moves to the end; a new field with default 7 comes in at index 2.
+	var moved []any
+	var prio any
+	for _, x := range fields {
+		if x.(map[string]any)["name"] == "priority" {
+			prio = x
+			continue
+		}
+		moved = append(moved, x)
+	}
+	moved = append(moved[:2], append([]any{map[string]any{"name": "brand_new_knob", "default": "07"}}, moved[2:]...)...)
+	req["fields"] = append(moved, prio)
+	outs := s["EngineCoreOutput"].(map[string]any)["fields"].([]any)
+	s["EngineCoreOutput"] = map[string]any{"fields": append(outs[:3:3], append([]any{map[string]any{"name": "new_out", "default": "c0"}}, outs[3:]...)...)}
+	f["native"] = false
+	data, _ := json.Marshal(f)
+	l, err := ParseLayout(data, "moved.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := goodRequest()
+	q.Priority = 5
+	body, _, err := l.AppendAdd(nil, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := generic(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := v.([]any)
+	if arr[2] != "int:7" || arr[len(arr)-1] != "int:5" {
+		t.Fatalf("new field %v at 2, priority %v at the end", arr[2], arr[len(arr)-1])
+	}
+	var back EngineCoreRequest
+	if err := l.DecodeAdd([][]byte{body}, &back); err != nil || back.Priority != 5 {
+		t.Fatalf("decode: %v, priority %d", err, back.Priority)
+	}
+	// Outputs with the extra field decode; what the engine put there is skipped.
+	o := EngineCoreOutputs{Outputs: []EngineCoreOutput{{RequestID: "r", NewTokenIDs: []int64{9}, FinishReason: FinishLength}}}
+	ob, _, err := l.AppendOutputs(nil, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := OutputsDecoder{Layout: l}
+	var got EngineCoreOutputs
+	if err := d.Decode([][]byte{ob}, &got); err != nil || d.CheckLayout() != nil {
+		t.Fatalf("decode: %v, %v", err, d.CheckLayout())
+	}
+	if got.Outputs[0].FinishReason != FinishLength || got.Outputs[0].NewTokenIDs[0] != 9 {
+		t.Fatalf("%+v", got.Outputs[0])
+	}
+}
