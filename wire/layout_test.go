@@ -358,9 +358,9 @@ func TestParseLayoutRefuses(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"format":        {edit(func(f map[string]any) { f["format"] = 2 }), "format 2"},
-		"no name":       {edit(func(f map[string]any) { f["name"] = "" }), "no name"},
-		"reasons":       {edit(func(f map[string]any) { f["finish_reasons"] = []string{"LENGTH", "STOP", "ABORT"} }), "finish_reasons"},
+		"format":  {edit(func(f map[string]any) { f["format"] = 2 }), "format 2"},
+		"no name": {edit(func(f map[string]any) { f["name"] = "" }), "no name"},
+		"reasons": {edit(func(f map[string]any) { f["finish_reasons"] = []string{"LENGTH", "STOP", "ABORT"} }), "finish_reasons"},
 		"unknown required": {edit(func(f map[string]any) {
 			structs(f)["EngineCoreRequest"] = map[string]any{"fields": []any{"request_id", "prompt_token_ids", "sampling_params", "arrival_time", map[string]any{"name": "brand_new"}}}
 		}), "brand_new: required"},
