@@ -71,6 +71,7 @@ type Layout struct {
 	eosInRequest   bool
 	logprobsLists  int // LogprobsLists' length: 3 before cu_num_generated_tokens, else 4
 	prefillKeys    int // PrefillStats keys written: 5 before num_cache_creation_tokens, else 6
+	plainTail      []byte // an output entry's bytes after new_token_ids when nothing else is set
 }
 
 // slot is one position of a struct: what switchyard knows it as, and the default to
@@ -246,6 +247,7 @@ func (f *layoutFile) build(source string) (*Layout, error) {
 		}
 		l.prefillKeys = len(s.Fields)
 	}
+	l.buildPlainTail()
 	if raw, ok := f.Structs["LoRARequest"]; ok {
 		var s structFile
 		if err := json.Unmarshal(raw, &s); err != nil {

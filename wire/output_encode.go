@@ -77,6 +77,19 @@ func (l *Layout) AppendOutputs(dst []byte, o *EngineCoreOutputs) ([]byte, [][]by
 }
 
 func (lay *Layout) appendOutput(b []byte, e *EngineCoreOutput, aux [][]byte) ([]byte, [][]byte) {
+	if plain(e) {
+		// Most entries of most steps: an id, new tokens and nothing else. Every
+		// layout starts with those two, and the rest is the same bytes each time.
+		b = appendArrayHeader(b, len(lay.out))
+		b = appendStr(b, e.RequestID)
+		b = appendInts(b, e.NewTokenIDs)
+		return append(b, lay.plainTail...), aux
+	}
+	return lay.appendOutputSlow(b, e, aux)
+}
+
+// appendOutputSlow writes every field of e in lay's order.
+func (lay *Layout) appendOutputSlow(b []byte, e *EngineCoreOutput, aux [][]byte) ([]byte, [][]byte) {
 	b = appendArrayHeader(b, len(lay.out))
 	for _, s := range lay.out {
 		switch s.id {
@@ -207,4 +220,26 @@ func appendOptTensor(b []byte, t *Tensor, aux [][]byte) ([]byte, [][]byte) {
 		return appendNil(b), aux
 	}
 	return appendTensor(b, t, aux)
+}
+
+// plain reports an entry with nothing set past new_token_ids.
+func plain(e *EngineCoreOutput) bool {
+	return e.FinishReason == FinishNone && e.StopReason.Kind == StopReasonNone && e.NewLogprobs == nil &&
+		e.NewPromptLogprobsTensors == nil && e.PoolingOutput == nil && e.Events == nil &&
+		e.KVTransferParams == nil && e.ECTransferParams == nil && e.TraceHeaders == nil &&
+		e.PrefillStats == nil && e.RoutedExperts == nil && e.NumNaNsInLogits == 0 &&
+		e.MMCacheMissHashes == nil && e.NewSamplingMask == nil && e.SpecDecodeMetrics == nil &&
+		e.NumCachedTokens == 0 && e.NumExternalComputedTokens == 0
+}
+
+// buildPlainTail precomputes what follows new_token_ids in a plain entry of l.
+func (l *Layout) buildPlainTail() {
+	if len(l.out) < 2 {
+		return
+	}
+	full, _ := l.appendOutputSlow(nil, &EngineCoreOutput{FinishReason: FinishNone}, nil)
+	head := appendArrayHeader(nil, len(l.out))
+	head = appendStr(head, "")
+	head = appendInts(head, nil)
+	l.plainTail = full[len(head):]
 }

@@ -330,7 +330,11 @@ func (l *Layout) DecodeAdd(frames [][]byte, req *EngineCoreRequest) error {
 
 // knowsSampling refuses a decoded SamplingParams holding a key l does not list.
 func (l *Layout) knowsSampling(p *SamplingParams) error {
-	if _, dropped := appendSampling(nil, p, l.sampling|l.eosBit()); dropped != 0 {
+	// Encoding into a pooled buffer is how the set keys are found: one list of
+	// "what is set" (appendSampling's), and no allocation per request.
+	buf, dropped := appendSampling(GetBuffer(), p, l.sampling|l.eosBit())
+	PutBuffer(buf)
+	if dropped != 0 {
 		k := firstBitName(dropped, samplingKeyNames[:])
 		if dropped&samplingUnknownBit != 0 && len(p.Unknown) > 0 {
 			k = p.Unknown[0].Key
