@@ -69,8 +69,8 @@ type Layout struct {
 	reqHas         uint64 // 1<<reqField of every request field present
 	outHas         uint64
 	eosInRequest   bool
-	logprobsLists  int // LogprobsLists' length: 3 before cu_num_generated_tokens, else 4
-	prefillKeys    int // PrefillStats keys written: 5 before num_cache_creation_tokens, else 6
+	logprobsLists  int    // LogprobsLists' length: 3 before cu_num_generated_tokens, else 4
+	prefillKeys    int    // PrefillStats keys written: 5 before num_cache_creation_tokens, else 6
 	plainTail      []byte // an output entry's bytes after new_token_ids when nothing else is set
 }
 
