@@ -31,6 +31,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0"}, "--output-address"},
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0", "--output-address", "tcp://127.0.0.1:0", "--data-parallel-start-rank", "1"}, "--data-parallel-start-rank"},
 		{[]string{"serve", "--external-coordinator-address", "tcp://127.0.0.1:1"}, "--external-coordinator-address"},
+		{[]string{"serve", "--vllm-layout", "v9.99"}, "neither a file nor a built-in layout (built-in: v0.11, v0.12, v0.15, v0.18, v0.21, newest)"},
+		{[]string{"serve", "--vllm-layout", "v0.18", "--vllm-layout", "newest"}, "two built-in layouts forced"},
+		{[]string{"serve", "--mock-engine-layouts", "v0.18,nope"}, "--mock-engine-layouts"},
+		{[]string{"mock-engine", "--vllm-layout", "nope"}, "--vllm-layout"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
