@@ -50,20 +50,28 @@ func pyEngineLayout(t *testing.T, hs string, rank, dieAfter int, layout string) 
 // libzmq engines (pyzmq, with ZMTP heartbeats on: every 10 ms on the output PUSH,
 // whose step messages are multipart with 300 B and 70 KiB aux frames, so PINGs land
 // between frames) complete requests through switchyard over tcp and ipc; one dies
-// with the sentinel and only it goes down.
+// with the sentinel and only it goes down. The engines speak each vLLM release's wire
+// layout in turn.
 func TestInteropPythonEngines(t *testing.T) {
+	for _, name := range wire.LayoutNames() {
+		t.Run(name, func(t *testing.T) { interopPythonEngines(t, name) })
+	}
+}
+
+func interopPythonEngines(t *testing.T, layout string) {
 	forEachTransport(t, func(t *testing.T, tr string) {
 		rec := newRecorder()
 		aux := &auxChecker{recorder: rec}
 		f := startFrontend(t, testConfig(t, tr, 2), aux)
-		pyEngine(t, f.HandshakeAddress(), 0, 0)
-		dying := pyEngine(t, f.HandshakeAddress(), 1, 40)
+		pyEngineLayout(t, f.HandshakeAddress(), 0, 0, layout)
+		dying := pyEngineLayout(t, f.HandshakeAddress(), 1, 40, layout)
 		waitReady(t, f, 2)
-		if info := f.Engines()[0]; info.Layout != wire.Native() || info.Ready.MaxModelLen.Value != 2048 {
-			t.Fatalf("registration %+v", info.Ready)
+		info := f.Engines()[0]
+		if info.Layout == nil || info.Layout.Name != layout || !info.Ready.Empty && info.Ready.MaxModelLen.Value != 2048 {
+			t.Fatalf("placed on %v (%s), registration %+v", info.Layout, info.LayoutHow, info.Ready)
 		}
-		ids := sendAll(t, f, 0, 3, 60, "py") // 60 steps of 5 ms: longer than the heartbeat timeout
-		sendAll(t, f, 1, 1, 1000, "py")
+		ids := sendAllLayout(t, f, 0, 3, 60, "py", info.Layout) // 60 steps of 5 ms: longer than the heartbeat timeout
+		sendAllLayout(t, f, 1, 1, 1000, "py", info.Layout)
 		rec.waitFor(t, "rank 0 finished, rank 1 dead", func() bool {
 			return rec.allFinished(ids) && len(rec.downs[1]) == 1
 		})
