@@ -35,8 +35,15 @@ func loadGolden(t testing.TB) []fixture {
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
-	for i := range doc.Fixtures {
-		f := &doc.Fixtures[i]
+	decodeFrames(t, doc.Fixtures)
+	return doc.Fixtures
+}
+
+// decodeFrames fills each fixture's frames from its hex.
+func decodeFrames(t testing.TB, fixtures []fixture) {
+	t.Helper()
+	for i := range fixtures {
+		f := &fixtures[i]
 		for _, h := range f.FramesHex {
 			b, err := hex.DecodeString(h)
 			if err != nil {
@@ -45,7 +52,6 @@ func loadGolden(t testing.TB) []fixture {
 			f.frames = append(f.frames, b)
 		}
 	}
-	return doc.Fixtures
 }
 
 // reencode decodes a fixture with the decoder for its message and encodes the

@@ -225,27 +225,12 @@ func (f *layoutFile) build(source string) (*Layout, error) {
 	if err := l.buildOutput(f); err != nil {
 		return nil, err
 	}
-	l.logprobsLists = 4
-	if raw, ok := f.Structs["LogprobsLists"]; ok {
-		var s structFile
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("LogprobsLists: %w", err)
-		}
-		if n := len(s.Fields); n != 3 && n != 4 {
-			return nil, fmt.Errorf("LogprobsLists: %d fields; this switchyard knows 3 or 4", n)
-		}
-		l.logprobsLists = len(s.Fields)
+	// Two small structs whose length changed: written per layout, read leniently.
+	if l.logprobsLists, err = f.fieldCount("LogprobsLists", 4, 3); err != nil {
+		return nil, err
 	}
-	l.prefillKeys = 6
-	if raw, ok := f.Structs["PrefillStats"]; ok {
-		var s structFile
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("PrefillStats: %w", err)
-		}
-		if n := len(s.Fields); n != 5 && n != 6 {
-			return nil, fmt.Errorf("PrefillStats: %d fields; this switchyard knows 5 or 6", n)
-		}
-		l.prefillKeys = len(s.Fields)
+	if l.prefillKeys, err = f.fieldCount("PrefillStats", 6, 5); err != nil {
+		return nil, err
 	}
 	l.buildPlainTail()
 	if raw, ok := f.Structs["LoRARequest"]; ok {
@@ -329,6 +314,23 @@ func (l *Layout) buildOutput(f *layoutFile) error {
 		}
 	}
 	return nil
+}
+
+// fieldCount is how many fields struct name has in f: def when f does not say, else
+// one of def and alt.
+func (f *layoutFile) fieldCount(name string, def, alt int) (int, error) {
+	raw, ok := f.Structs[name]
+	if !ok {
+		return def, nil
+	}
+	var s structFile
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if n := len(s.Fields); n != def && n != alt {
+		return 0, fmt.Errorf("%s: %d fields; this switchyard knows %d or %d", name, n, alt, def)
+	}
+	return len(s.Fields), nil
 }
 
 func structOf(f *layoutFile, name string) (structFile, error) {

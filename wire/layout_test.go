@@ -40,16 +40,7 @@ func loadVersionFixtures(t testing.TB, layout string) versionDoc {
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
-	for i := range doc.Fixtures {
-		f := &doc.Fixtures[i]
-		for _, h := range f.FramesHex {
-			b, err := hex.DecodeString(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.frames = append(f.frames, b)
-		}
-	}
+	decodeFrames(t, doc.Fixtures)
 	return doc
 }
 
