@@ -30,6 +30,9 @@ func (s *LayoutSet) all() []*Layout {
 	return append(slices.Clip(s.Files), builtins...)
 }
 
+// maxVersionLen bounds the reported vllm_version kept for messages and labels.
+const maxVersionLen = 64
+
 // Placement is the outcome of Place: exactly one of Layout (placed), Candidates
 // (probe them: NewProber) or Refused (a message for the log and /v1/engines).
 type Placement struct {
@@ -45,7 +48,12 @@ type Placement struct {
 func (s *LayoutSet) Place(reg *ReadyResponse, ready *HandshakeStatus) Placement {
 	var p Placement
 	if reg.VLLMVersion.Valid {
+		// It ends up in logs, /v1/engines and a metric label: an engine does not get
+		// to make those large.
 		p.Version = reg.VLLMVersion.Value
+		if len(p.Version) > maxVersionLen {
+			p.Version = strings.ToValidUTF8(p.Version[:maxVersionLen], "") + "..."
+		}
 	}
 	shape := registrationShape(reg)
 	if p.Version != "" {
@@ -109,14 +117,34 @@ func registrationShape(reg *ReadyResponse) string {
 	if reg.Empty {
 		return "an empty frame"
 	}
-	return strconv.Itoa(len(reg.Keys)) + " keys [" + strings.Join(reg.Keys, " ") + "]"
+	return strconv.Itoa(len(reg.Keys)) + " keys [" + keyList(reg.Keys) + "]"
+}
+
+// keyList joins the first keys for a message, each cut short: an engine's keys are
+// its to choose.
+func keyList(keys []string) string {
+	var b strings.Builder
+	for i, k := range keys {
+		if i == 32 {
+			b.WriteString(" ...")
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if len(k) > 64 {
+			k = strings.ToValidUTF8(k[:64], "") + "..."
+		}
+		b.WriteString(k)
+	}
+	return b.String()
 }
 
 func readyDesc(ready *HandshakeStatus) string {
 	if ready == nil {
 		return ""
 	}
-	return " and READY keys [" + strings.Join(ready.Keys, " ") + "]"
+	return " and READY keys [" + keyList(ready.Keys) + "]"
 }
 
 // shapeMatches: an empty frame for empty-registration layouts, else exactly the

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,6 +101,18 @@ func TestPlaceRefusesWhatItCannotPlace(t *testing.T) {
 				t.Errorf("%s: refusal %q does not say %q", v, p.Refused, want)
 			}
 		}
+	}
+	// A huge version string is cut before it reaches a log, /v1/engines or a label.
+	reg.VLLMVersion = SomeString(strings.Repeat("9", 1<<16))
+	if p := set.Place(&reg, &ready); len(p.Version) > maxVersionLen+3 || len(p.Refused) > 2048 {
+		t.Errorf("version kept as %d bytes, refusal %d bytes", len(p.Version), len(p.Refused))
+	}
+	many := ReadyResponse{Keys: make([]string, 5000)}
+	for i := range many.Keys {
+		many.Keys[i] = strings.Repeat("k", 1000) + strconv.Itoa(i)
+	}
+	if p := set.Place(&many, &ready); p.Refused == "" || len(p.Refused) > 4096 {
+		t.Errorf("5,000 long keys: refusal of %d bytes", len(p.Refused))
 	}
 	// A version in range with another registration shape (the 6-key shape of a
 	// v0.23 tree) is refused too.
