@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/hex"
+	"strings"
 	"sort"
 	"time"
 
@@ -64,10 +65,13 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 			n := e.Ready.MaxModelLen.Value
 			v.MaxModelLen = &n
 		}
-		if e.Ready.VLLMVersion.Valid {
+		// The frontend's copy is cut short (an engine chooses its length); the
+		// registration's raw one is only there before placement.
+		if v.VLLMVersion = e.VLLMVersion; v.VLLMVersion == "" && e.Ready.VLLMVersion.Valid {
 			v.VLLMVersion = e.Ready.VLLMVersion.Value
-		} else if e.VLLMVersion != "" {
-			v.VLLMVersion = e.VLLMVersion
+			if len(v.VLLMVersion) > 64 {
+				v.VLLMVersion = strings.ToValidUTF8(v.VLLMVersion[:64], "") + "..."
+			}
 		}
 		if e.Layout != nil {
 			v.Layout, v.LayoutHow = e.Layout.String(), e.LayoutHow
