@@ -2,8 +2,8 @@ package server
 
 import (
 	"encoding/hex"
-	"strings"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
