@@ -19,12 +19,8 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// pyEngine runs testdata/py_engine.py; the returned channel gets its exit error.
-func pyEngine(t *testing.T, hs string, rank, dieAfter int) <-chan error {
-	return pyEngineLayout(t, hs, rank, dieAfter, "newest")
-}
-
-// pyEngineLayout runs testdata/py_engine.py speaking the built-in layout called layout.
+// pyEngineLayout runs testdata/py_engine.py speaking the built-in layout called
+// layout; the returned channel gets its exit error.
 func pyEngineLayout(t *testing.T, hs string, rank, dieAfter int, layout string) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
