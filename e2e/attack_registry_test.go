@@ -263,7 +263,15 @@ func TestAttackRegistrySnapshotChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, want := r.do(t, "GET", "/query", "")
+	// An engine is published once a liveness probe saw its worker answer; under
+	// load the probes of 2,000 registrations take a while, so wait for every dp
+	// rank (1,000) before taking the state the restart must bring back.
+	var want []byte
+	eventually(t, 30*time.Second, "every dp rank published before the restart", func() bool {
+		_, want = r.do(t, "GET", "/query", "")
+		var q map[string]any
+		return json.Unmarshal(want, &q) == nil && len(q) == n/2
+	})
 	written := metricValue(t, r.url("/metrics"), "switchyard_registry_snapshot_bytes_total")
 	after := settle(t, r.cmd.Process.Pid, r.url("/metrics"), base, 10*time.Second, 64<<20, 8, 20)
 	t.Logf("snapshot churn: %d registrations wrote %.0f bytes", n, written)
@@ -271,10 +279,20 @@ func TestAttackRegistrySnapshotChurn(t *testing.T) {
 	r.stop(syscall.SIGTERM, 10*time.Second)
 
 	r2 := startRegistry(t, "--snapshot", snap)
-	eventually(t, 15*time.Second, "every engine back after the restart", func() bool {
-		_, got := r2.do(t, "GET", "/query", "")
-		return string(got) == string(want)
-	})
+	var got []byte
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, got = r2.do(t, "GET", "/query", "")
+		if string(got) == string(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			i := firstDiff(want, got)
+			t.Fatalf("not every engine back after the restart: want %d bytes, got %d; first difference at %d: want %q got %q",
+				len(want), len(got), i, want[max(0, i-200):min(len(want), i+200)], got[max(0, i-200):min(len(got), i+200)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // serve's embedded registry takes a token for its mutations: DELETE and
@@ -336,4 +354,13 @@ func metricValue(t *testing.T, url, name string) float64 {
 	}
 	t.Fatalf("%s not in %s", name, url)
 	return 0
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
