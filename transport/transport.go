@@ -144,8 +144,11 @@ type Options struct {
 	MaxConns int
 	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
 	// PULL always does. A ROUTER then holds a new connection presenting a departed
-	// peer's identity until that departure is queued, so a rejoining peer's
-	// messages always come after the old connection's ErrPeerLeft.
+	// peer's identity until Recv has returned that departure and been called
+	// again, so a rejoining peer's messages always come after the old
+	// connection's ErrPeerLeft, and a reply the caller sends before it asks for
+	// the next message never reaches the new connection (a handshake owner's
+	// INIT for a HELLO whose sender hung up).
 	PeerEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger
