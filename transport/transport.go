@@ -13,8 +13,10 @@
 // (bodies are allocated as their bytes arrive), group-committed writes (one writev
 // for whatever queued, no lock across the syscall) and a write deadline per peer,
 // PING answered with PONG (also between the frames of a message, where libzmq puts
-// it when its heartbeat timer fires mid-message), duplicate identities refused (and
-// logged at a limited rate), departed peers reported as ErrPeerLeft before their
+// it when its heartbeat timer fires mid-message), duplicate identities refused before
+// the peer's handshake completes (a ROUTER holds its own READY until the identity is
+// admitted, so a libzmq peer keeps what it queued for its next connection; logged at a
+// limited rate), departed peers reported as ErrPeerLeft and received before their
 // identity may reconnect, one bounded queue and writer per PUB/XPUB subscriber
 // (dropping at SendHWM like libzmq), stale ipc files removed before binding.
 package transport
