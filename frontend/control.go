@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/transport"
@@ -192,7 +193,7 @@ func (f *Frontend) onHandshake(ev event) {
 			f.markDown(e, Dead, &HandshakeError{Rank: rank, Phase: PhaseHello, Msg: "sending INIT", Err: err})
 			return
 		}
-		f.log.Info("frontend: engine connected", "rank", rank, "generation", e.gen, "input", e.in.Addr(), "output", e.out.Addr())
+		f.churn.log(f.log, f.now(), rank, slog.LevelInfo, "frontend: engine connected", "rank", rank, "generation", e.gen, "input", e.in.Addr(), "output", e.out.Addr())
 		f.notify()
 		return
 	}
@@ -218,7 +219,7 @@ func (f *Frontend) rejoin(rank int, old *engine) *engine {
 	e := f.newEngine(rank, old.gen+1, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
 	f.table.Store(f.table.Load().with(rank, e))
 	e.start()
-	f.log.Info("frontend: engine rejoining", "rank", rank, "generation", e.gen)
+	f.churn.log(f.log, f.now(), rank, slog.LevelInfo, "frontend: engine rejoining", "rank", rank, "generation", e.gen)
 	return e
 }
 

@@ -58,6 +58,7 @@ type Frontend struct {
 	// be superseded (supersede.go). Owned by the control loop.
 	pending  map[int]pendingHello
 	hsAck    chan struct{} // the control loop handled a handshake event (postHandshake)
+	churn    churnLog      // rate of handshake log lines per rank
 	stop     chan struct{}
 	loopDone chan struct{}
 	wg       sync.WaitGroup
