@@ -35,6 +35,10 @@ type journal struct {
 	mustFold bool  // an append failed: the next write is a full snapshot
 }
 
+// maxDroppedLogged bounds the lines logged for engines of a snapshot dropped
+// at load (a file can hold many).
+const maxDroppedLogged = 16
+
 func (s *Server) logPath() string { return s.cfg.SnapshotPath + ".log" }
 
 func (s *Server) loadSnapshot() error {
@@ -78,6 +82,16 @@ func (s *Server) loadSnapshot() error {
 	s.journal.base = int64(len(data))
 	// Fold what the log held into a fresh snapshot at the first write.
 	s.journal.mustFold = len(logData) > 0
+	if dropped := s.reg.enforceLimits(); len(dropped) > 0 {
+		for i, why := range dropped {
+			if i == maxDroppedLogged {
+				s.log.Warn("more engines of the snapshot dropped", "count", len(dropped)-i)
+				break
+			}
+			s.log.Warn("dropped an engine of the snapshot beyond the registry limits", "path", s.cfg.SnapshotPath, "why", why)
+		}
+		s.journal.mustFold = true // the file no longer says what is held
+	}
 	s.reg.takeChanges()
 	s.persisted = s.reg.Revision()
 	s.log.Info("loaded registry snapshot; engines stay hidden until probed", "path", s.cfg.SnapshotPath, "log_bytes", len(logData))

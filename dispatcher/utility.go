@@ -128,7 +128,14 @@ func (d *Dispatcher) CallUtility(ctx context.Context, method string, args ...any
 func decodeValues(method string, rs []UtilityResult) {
 	for i := range rs {
 		if rs[i].Raw != nil && rs[i].Err == nil {
-			if err := msgpack.Unmarshal(rs[i].Raw, &rs[i].Value); err != nil {
+			// An engine's result is input too: the reflection decoder recurses
+			// once per nesting level with no bound of its own, so a deeply
+			// nested result would exhaust the stack and crash the process.
+			err := wire.CheckMsgpackDepth(rs[i].Raw, wire.MaxMsgpackDepth)
+			if err == nil {
+				err = msgpack.Unmarshal(rs[i].Raw, &rs[i].Value)
+			}
+			if err != nil {
 				rs[i].Err = &UtilityCallError{Method: method, Rank: rs[i].Rank,
 					Cause: fmt.Errorf("decoding result: %w", err)}
 			}

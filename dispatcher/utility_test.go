@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -193,5 +194,22 @@ func TestUtilityNoEngines(t *testing.T) {
 	}
 	if _, err := (UtilityResults{}).Consensus(); !errors.Is(err, ErrNoEngines) {
 		t.Errorf("empty Consensus: %v", err)
+	}
+}
+
+// An engine's utility result nested deeper than wire.MaxMsgpackDepth is that
+// rank's error, checked before the reflection decoder (which recurses once per
+// level with no bound) walks it; it used to be decoded whatever its depth.
+func TestUtilityDeepResultRefused(t *testing.T) {
+	h := newHarness(t, Config{}, 0)
+	reply := callAsync(h, context.Background(), "is_sleeping")
+	fr := h.s.next(t, wire.RequestUtility)
+	deep := append(bytes.Repeat([]byte{0x91}, wire.MaxMsgpackDepth+1), 0xc0)
+	h.d.HandleOutputs(fr.rank, &wire.EngineCoreOutputs{EngineIndex: int64(fr.rank),
+		UtilityOutput: &wire.UtilityOutput{CallID: fr.callID, HasResult: true, Result: deep}})
+	r := <-reply
+	var ue *UtilityCallError
+	if !errors.As(r.err, &ue) || !errors.Is(r.err, wire.ErrMsgpackTooDeep) || r.res.Results[0].Value != nil {
+		t.Fatalf("deep result: %v %+v", r.err, r.res)
 	}
 }

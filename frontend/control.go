@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/transport"
@@ -44,15 +45,18 @@ func (f *Frontend) run() {
 			switch ev.kind {
 			case evHandshake:
 				f.onHandshake(ev)
+				f.hsAck <- struct{}{}
 			case evRegistration:
 				f.onRegistration(ev)
 			case evHandshakeLeft:
 				f.onHandshakeLeft(ev)
+				f.hsAck <- struct{}{}
 			case evProbeReply:
 				f.onProbeReply(ev.e, ev.utility)
 			}
 		case now := <-tick.C:
 			f.check(now)
+			f.checkPending(now)
 		}
 	}
 }
@@ -66,6 +70,24 @@ func (f *Frontend) tickInterval() time.Duration {
 func (f *Frontend) post(ev event) {
 	select {
 	case f.events <- ev:
+	case <-f.stop:
+	}
+}
+
+// postHandshake posts a handshake event and waits until the control loop has
+// handled it. The handshake ROUTER admits a new connection with a departed
+// peer's identity only once its departure was received and Recv called again
+// (transport.Options.PeerEvents), so an INIT always reaches the connection
+// whose HELLO asked for it: never a newer one (a real engine behind a storm of
+// HELLO-and-hang-ups would otherwise take a dead generation's INIT).
+func (f *Frontend) postHandshake(ev event) {
+	select {
+	case f.events <- ev:
+	case <-f.stop:
+		return
+	}
+	select {
+	case <-f.hsAck:
 	case <-f.stop:
 	}
 }
@@ -106,7 +128,7 @@ func (f *Frontend) handshakeLoop() {
 			var left *transport.PeerLeftError
 			if errors.As(err, &left) {
 				if id, ok := wire.ParseIdentity(left.Identity); ok {
-					f.post(event{kind: evHandshakeLeft, id: id, err: left.Cause})
+					f.postHandshake(event{kind: evHandshakeLeft, id: id, err: left.Cause})
 				}
 				continue
 			}
@@ -125,7 +147,7 @@ func (f *Frontend) handshakeLoop() {
 			f.log.Warn("frontend: undecodable handshake message", "rank", id.Rank(), "err", err)
 			continue
 		}
-		f.post(event{kind: evHandshake, id: id, status: st})
+		f.postHandshake(event{kind: evHandshake, id: id, status: st})
 	}
 }
 
@@ -142,20 +164,20 @@ func (f *Frontend) onHandshake(ev event) {
 		switch {
 		case e.state() == Connecting && !e.hs.hello:
 			// the generation bound at Start (or after a failed handshake) is free
+		case f.abandoned(e):
+			// Its HELLO and READY came from a connection that hung up and nothing
+			// registered: this HELLO may supersede it (supersede.go).
+			if e = f.supersede(ev, e, now); e == nil {
+				return
+			}
 		case e.state() == Connecting || e.state() == Ready:
 			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
 			f.refuse()
 			return
 		default: // Dead or Stuck: a restarted engine rejoins with fresh sockets
-			in, out, err := f.bindEngine(context.Background(), rank, e.gen+1)
-			if err != nil {
-				f.log.Error("frontend: cannot rejoin engine", "rank", rank, "err", err)
+			if e = f.rejoin(rank, e); e == nil {
 				return
 			}
-			e = f.newEngine(rank, e.gen+1, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
-			f.table.Store(f.table.Load().with(rank, e))
-			e.start()
-			f.log.Info("frontend: engine rejoining", "rank", rank, "generation", e.gen)
 		}
 		if err := e.hs.onHello(now, ev.status); err != nil {
 			f.markDown(e, Dead, err)
@@ -171,7 +193,7 @@ func (f *Frontend) onHandshake(ev event) {
 			f.markDown(e, Dead, &HandshakeError{Rank: rank, Phase: PhaseHello, Msg: "sending INIT", Err: err})
 			return
 		}
-		f.log.Info("frontend: engine connected", "rank", rank, "generation", e.gen, "input", e.in.Addr(), "output", e.out.Addr())
+		f.churn.log(f.log, f.now(), rank, slog.LevelInfo, "frontend: engine connected", "rank", rank, "generation", e.gen, "input", e.in.Addr(), "output", e.out.Addr())
 		f.notify()
 		return
 	}
@@ -186,6 +208,21 @@ func (f *Frontend) onHandshake(ev event) {
 	f.maybeUp(e)
 }
 
+// rejoin binds fresh sockets for rank's next generation after old and publishes
+// it; nil when the sockets cannot be bound.
+func (f *Frontend) rejoin(rank int, old *engine) *engine {
+	in, out, err := f.bindEngine(context.Background(), rank, old.gen+1)
+	if err != nil {
+		f.log.Error("frontend: cannot rejoin engine", "rank", rank, "err", err)
+		return nil
+	}
+	e := f.newEngine(rank, old.gen+1, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
+	f.table.Store(f.table.Load().with(rank, e))
+	e.start()
+	f.churn.log(f.log, f.now(), rank, slog.LevelInfo, "frontend: engine rejoining", "rank", rank, "generation", e.gen)
+	return e
+}
+
 // onHandshakeLeft: an engine's handshake connection closed. vLLM closes it itself
 // right after READY, so that is ignored; between HELLO and READY it means the engine
 // died while starting (an OOM during model load...). It is marked down at once: its
@@ -198,7 +235,16 @@ func (f *Frontend) onHandshakeLeft(ev event) {
 		return
 	}
 	e := f.table.Load().get(rank)
-	if e.state() != Connecting || !e.hs.hello || e.hs.ready {
+	if e.state() != Connecting || !e.hs.hello {
+		return
+	}
+	if f.dropPending(rank) {
+		return // the connection of a HELLO waiting to supersede this generation
+	}
+	if e.hs.ready {
+		if e.hs.leftAt.IsZero() {
+			e.hs.leftAt = f.now() // as vLLM does; a new HELLO may supersede it (supersede.go)
+		}
 		return
 	}
 	f.markDown(e, Dead, fmt.Errorf("%w: handshake connection closed before READY (the engine died while starting): %w", ErrEngineLeft, ev.err))

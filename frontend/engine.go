@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -372,7 +373,11 @@ func (f *Frontend) markDown(e *engine, state EngineState, cause error) bool {
 		e.out.Close()
 	}
 	f.metrics.failure(cause)
-	if !errors.Is(cause, ErrClosed) {
+	switch {
+	case errors.Is(cause, ErrClosed):
+	case !e.wasUp: // died in its handshake: held back when a rank churns (churnLog)
+		f.churn.log(f.log, f.now(), e.rank, slog.LevelWarn, "frontend: engine down", "rank", e.rank, "generation", e.gen, "state", state.String(), "cause", cause)
+	default:
 		f.log.Warn("frontend: engine down", "rank", e.rank, "generation", e.gen, "state", state.String(), "cause", cause)
 	}
 	f.notify()

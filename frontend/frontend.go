@@ -53,7 +53,12 @@ type Frontend struct {
 	ipcDir              string
 	ownIPCDir           bool
 
-	events   chan event
+	events chan event
+	// pending: a HELLO per rank waiting for that rank's abandoned generation to
+	// be superseded (supersede.go). Owned by the control loop.
+	pending  map[int]pendingHello
+	hsAck    chan struct{} // the control loop handled a handshake event (postHandshake)
+	churn    churnLog      // rate of handshake log lines per rank
 	stop     chan struct{}
 	loopDone chan struct{}
 	wg       sync.WaitGroup
@@ -83,6 +88,7 @@ func New(cfg Config, h Handler) (*Frontend, error) {
 		events:   make(chan event, 64),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+		hsAck:    make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 	}
 	if f.log == nil {

@@ -64,10 +64,13 @@ type handshake struct {
 	hello      bool
 	registered bool
 	ready      bool
-	timeout    time.Duration
-	deadline   time.Time // of the current phase; zero while waiting for HELLO
-	reg        wire.ReadyResponse
-	readyMsg   *wire.HandshakeStatus // READY as sent; nil when bootstrapped
+	// leftAt: when the handshake connection closed after READY (vLLM closes it
+	// then); zero while it is open.
+	leftAt   time.Time
+	timeout  time.Duration
+	deadline time.Time // of the current phase; zero while waiting for HELLO
+	reg      wire.ReadyResponse
+	readyMsg *wire.HandshakeStatus // READY as sent; nil when bootstrapped
 
 	// Placing the engine on a wire layout, after READY and registration.
 	layout      *wire.Layout

@@ -154,12 +154,34 @@ func (e *engine) opts() transport.Options {
 	return transport.Options{Identity: e.id.Bytes(), DialTimeout: 30 * time.Second, RecvQueue: 8, Logger: e.log}
 }
 
+// dialHandshake connects to the handshake address, retrying a connection the
+// frontend refuses during the ZMTP handshake (its identity still held by
+// another connection) every 100 ms for up to 30 s, as libzmq reconnects a
+// vLLM engine's handshake socket with its HELLO still queued.
+func (e *engine) dialHandshake(ctx context.Context) (transport.Socket, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		hs, err := e.net.Dial(ctx, transport.Dealer, e.cfg.HandshakeAddress, e.opts())
+		if err == nil || ctx.Err() != nil {
+			return hs, err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
 // connect does what EngineCoreProc does at startup: HELLO, INIT, DEALER to every
 // input and PUSH to every output, one registration per input, READY.
 func (e *engine) connect(ctx context.Context) error {
 	inputs, outputs := e.cfg.Inputs, e.cfg.Outputs
 	if e.cfg.HandshakeAddress != "" {
-		hs, err := e.net.Dial(ctx, transport.Dealer, e.cfg.HandshakeAddress, e.opts())
+		hs, err := e.dialHandshake(ctx)
 		if err != nil {
 			return fmt.Errorf("mockengine: handshake: %w", err)
 		}

@@ -87,6 +87,7 @@ type ClientServer struct {
 	clients map[string]*client // by ROUTER identity
 	dirty   map[int][]*client  // rank -> clients with an open batch of that rank
 	closed  bool
+	keys    uint64 // last client key handed out
 
 	stop    chan struct{}
 	ctx     context.Context // ends utility calls at Close
@@ -100,6 +101,7 @@ type ClientServer struct {
 
 // client is one connected DEALER. Guarded by ClientServer.mu.
 type client struct {
+	key      uint64 // for the fair share of engine queues (dispatcher.WithClient)
 	id       []byte
 	idHex    string
 	reqs     map[string]liveReq // by client request id
@@ -290,8 +292,10 @@ func (s *ClientServer) touch(id []byte) *client {
 	defer s.mu.Unlock()
 	c := s.clients[string(id)]
 	if c == nil {
+		s.keys++
 		c = &client{
-			id: append([]byte(nil), id...), idHex: hex.EncodeToString(id),
+			key: s.keys,
+			id:  append([]byte(nil), id...), idHex: hex.EncodeToString(id),
 			reqs: make(map[string]liveReq), open: make(map[int]*outBatch),
 			drained: make(chan struct{}),
 		}
@@ -371,7 +375,9 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	s.mu.Lock()
 	c.reqs[userID] = liveReq{engineID: engineID, rank: -1}
 	s.mu.Unlock()
-	rank, err := s.d.SubmitFunc(&req, func(rank int, out *wire.EngineCoreOutput, err error) {
+	// The connection is the client of the fair share: its burst waits for room in
+	// a full engine queue behind itself, not in front of other clients.
+	rank, err := s.d.SubmitFuncContext(dispatcher.WithClient(s.ctx, c.key), &req, func(rank int, out *wire.EngineCoreOutput, err error) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
@@ -406,6 +412,9 @@ func (s *ClientServer) classify(err error) (typ, msg string, ranks []int) {
 	var dup *dispatcher.DuplicateRequestId
 	var inv *wire.ValidationError
 	var long *dispatcher.PromptTooLongError
+	if typ := busyType(err); typ != "" {
+		return typ, err.Error(), nil
+	}
 	switch {
 	case errors.As(err, &long):
 		return ErrTypeInvalidRequest, long.Error(), nil

@@ -24,7 +24,12 @@ type clientHarness struct {
 
 func newClientHarness(t *testing.T, cfg ClientConfig) *clientHarness {
 	t.Helper()
-	f := newFakeCore(t, 2)
+	return newClientHarnessOn(t, newFakeCore(t, 2), cfg)
+}
+
+// newClientHarnessOn is newClientHarness over the given fake engines.
+func newClientHarnessOn(t *testing.T, f *fakeEngines, cfg ClientConfig) *clientHarness {
+	t.Helper()
 	if cfg.Address == "" {
 		cfg.Address = "tcp://127.0.0.1:0"
 	}

@@ -31,7 +31,25 @@ type fakeEngines struct {
 	// after, when set, runs after each engine message, as the serve adapter calls
 	// ClientServer.EndBatch.
 	after atomic.Pointer[func(rank int)]
-	wg    sync.WaitGroup
+	// keys receives the client key of every ADD (SendFrom) while it has room.
+	keys chan uint64
+	// refuse, when set, is returned by SendFrom for every ADD (a busy engine).
+	refuse atomic.Pointer[error]
+	wg     sync.WaitGroup
+}
+
+// SendFrom makes the fake a dispatcher.ClientSender, as the frontend is: it
+// records the client key and may refuse the ADD.
+func (f *fakeEngines) SendFrom(_ context.Context, client uint64, rank int, typ byte, body []byte, aux [][]byte) error {
+	select {
+	case f.keys <- client:
+	default:
+	}
+	if err := f.refuse.Load(); err != nil {
+		wire.PutBuffer(body)
+		return *err
+	}
+	return f.Send(rank, typ, body, aux)
 }
 
 // handle delivers one engine message.
@@ -66,12 +84,19 @@ func (*testFullError) Error() string { return "fake engine queue full" }
 // newFakeCore starts a dispatcher over ranks fake engines, all up.
 func newFakeCore(t testing.TB, ranks int) *fakeEngines {
 	t.Helper()
+	return newFakeCoreConfig(t, ranks, dispatcher.Config{Policy: dispatcher.PolicyRoundRobin})
+}
+
+// newFakeCoreConfig is newFakeCore with the dispatcher's configuration.
+func newFakeCoreConfig(t testing.TB, ranks int, cfg dispatcher.Config) *fakeEngines {
+	t.Helper()
 	f := &fakeEngines{
+		keys:   make(chan uint64, 1024),
 		in:     make(chan fakeFrame, 1024),
 		adds:   make(chan *wire.EngineCoreRequest, 1024),
 		aborts: make(chan string, 1024),
 	}
-	d, err := dispatcher.New(dispatcher.Config{Policy: dispatcher.PolicyRoundRobin}, f)
+	d, err := dispatcher.New(cfg, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, e *APIError) { writeJSON(w, e.Status, e.body()) }
+func writeError(w http.ResponseWriter, e *APIError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, e.body())
+}
 
 // health is 200 when at least one engine is ready, else 503.
 func (a *API) health(w http.ResponseWriter, _ *http.Request) {
@@ -273,6 +278,9 @@ func (a *API) submitError(err error) *APIError {
 	var dup *dispatcher.DuplicateRequestId
 	var inv *wire.ValidationError
 	var long *dispatcher.PromptTooLongError
+	if busy := busyError(err); busy != nil {
+		return busy
+	}
 	switch {
 	case errors.As(err, &inv):
 		return validationAPIError(inv)
@@ -301,6 +309,9 @@ func (a *API) failure(err error) *APIError {
 			msg = "request aborted: " + reason.Error()
 		}
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Message: msg}
+	}
+	if busy := busyError(err); busy != nil {
+		return busy
 	}
 	return &APIError{Status: http.StatusInternalServerError, Type: TypeInternal, Message: err.Error()}
 }
@@ -354,7 +365,9 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// The streams' context is the client's: a client that disconnects aborts them.
-	ctx := r.Context()
+	// It names the client (its remote host) for the fair share of a full engine
+	// queue, so one host's burst waits behind itself.
+	ctx := dispatcher.WithClient(r.Context(), httpClientKey(r))
 	streams := make([]*dispatcher.Stream, 0, len(ereqs))
 	defer func() {
 		for _, s := range streams {

@@ -84,6 +84,8 @@ type APIError struct {
 	Param   string // the offending field; empty = null
 	// ConnectedRanks is set for InvalidDataParallelRank only.
 	ConnectedRanks []int
+	// RetryAfter, when > 0, is sent as the Retry-After header (seconds).
+	RetryAfter int
 }
 
 func (e *APIError) Error() string { return e.Message }

@@ -30,6 +30,9 @@ type conn struct {
 	br       *bufio.Reader
 	identity []byte // the peer's announced identity
 	peerType string
+	// held is a ROUTER's own READY command, not yet written (see guardConn.hold):
+	// addPeer writes it once the identity is admitted, or closes without it.
+	held     []byte
 	maxFrame uint64
 	maxMsg   uint64
 	// sendTimeout is the write deadline for writes the connection makes on its own
@@ -80,7 +83,7 @@ func handshake(nc net.Conn, kind Kind, id []byte, server bool, opt Options) (c *
 			err = fmt.Errorf("transport: zmtp handshake: %v", r)
 		}
 	}()
-	g := &guardConn{Conn: nc, max: 64 << 10, greeting: 64}
+	g := &guardConn{Conn: nc, max: 64 << 10, greeting: 64, wgreeting: 64, hold: server && kind == Router}
 	zc, err := zmq4.Open(g, null.Security(), zmq4.SocketType(kind.String()), zmq4.SocketIdentity(id), server, nil)
 	if err != nil {
 		return nil, fmt.Errorf("transport: zmtp handshake: %w", err)
@@ -93,6 +96,7 @@ func handshake(nc net.Conn, kind Kind, id []byte, server bool, opt Options) (c *
 		br:       bufio.NewReaderSize(nc, readBufSize),
 		identity: []byte(zc.Peer.Meta["Identity"]),
 		peerType: zc.Peer.Meta["Socket-Type"],
+		held:     g.held,
 		maxFrame: uint64(opt.MaxFrameSize),
 		maxMsg:   uint64(opt.MaxMessageSize),
 
@@ -408,19 +412,62 @@ func appendHeader(b, frame []byte, more bool, extra byte) []byte {
 
 func (c *conn) close() error { return c.nc.Close() }
 
+// writeHeld writes the READY held back during the handshake (see guardConn).
+func (c *conn) writeHeld(timeout time.Duration) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(c.held)
+	c.held = nil
+	if err != nil {
+		return err
+	}
+	return c.nc.SetWriteDeadline(time.Time{})
+}
+
 // guardConn watches the byte stream zmq4.Open reads during the handshake: after the
 // 64-byte greeting it follows the ZMTP frame headers and fails the read that would
 // complete a header announcing more than max bytes, so zmq4 never allocates it.
+//
+// With hold (a ROUTER accepting), what zmq4 writes after the greeting (its READY
+// command) is kept in held instead of written: the peer's handshake completes
+// only once its identity is admitted. A libzmq peer refused before our READY
+// never attached its queue to the connection, so the messages it queued (an
+// engine's HELLO) wait for its next connection instead of being lost in this
+// one. NULL READYs are sent without waiting for the other side's, so holding
+// ours cannot deadlock.
 type guardConn struct {
 	net.Conn
 	max      uint64
 	greeting int // greeting bytes still to pass
+
+	hold      bool
+	wgreeting int // greeting bytes still to write before holding
+	held      []byte
 
 	state   int // 0 flag, 1 short size, 2..9 long size bytes, 10 body
 	long    bool
 	size    uint64
 	sizeIdx int
 	body    uint64
+}
+
+func (g *guardConn) Write(p []byte) (int, error) {
+	if !g.hold {
+		return g.Conn.Write(p)
+	}
+	n := 0
+	if g.wgreeting > 0 {
+		k := min(g.wgreeting, len(p))
+		m, err := g.Conn.Write(p[:k])
+		g.wgreeting -= m
+		if err != nil {
+			return m, err
+		}
+		n = k
+	}
+	g.held = append(g.held, p[n:]...)
+	return len(p), nil
 }
 
 func (g *guardConn) Read(p []byte) (int, error) {

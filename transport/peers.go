@@ -80,7 +80,9 @@ func (s *socket) accept(nc net.Conn) {
 
 // addPeer registers a connection and starts its reader (and, for PUB/XPUB, its
 // writer). A ROUTER refuses a second connection presenting an identity that is
-// already live (zmq4 would accept it and deliver every message to both). A
+// already live (zmq4 would accept it and deliver every message to both), before
+// its handshake completes (see guardConn.hold), so a libzmq peer loses nothing it
+// had queued and sends it on its next connection. A
 // connection whose identity belongs to a departed peer whose departure is not
 // queued yet waits for it (on its accept goroutine), so its messages come after
 // that ErrPeerLeft.
@@ -104,6 +106,22 @@ func (s *socket) addPeer(c *conn) bool {
 		old, dup := s.byID[string(p.id)]
 		if !dup {
 			s.byID[string(p.id)] = p
+			if len(c.held) == 0 {
+				break
+			}
+			// Admitted: complete the peer's handshake with our READY, outside
+			// the lock; the identity stays reserved meanwhile.
+			p.joining = true
+			s.mu.Unlock()
+			err := c.writeHeld(s.opt.HandshakeTimeout)
+			s.mu.Lock()
+			p.joining = false
+			if err != nil || s.closed {
+				delete(s.byID, string(p.id))
+				s.mu.Unlock()
+				c.close()
+				return false
+			}
 			break
 		}
 		if old.gone {
@@ -257,8 +275,14 @@ func (s *socket) readLoop(p *peer) {
 		s.opt.Logger.Warn("transport: dropped peer sending an oversized frame or message", "addr", s.addr, "identity", fmt.Sprintf("%x", p.id), "err", cause)
 	}
 	if report {
-		s.deliver(delivery{err: &PeerLeftError{Identity: p.id, Cause: cause}})
-		s.release(p)
+		d := delivery{err: &PeerLeftError{Identity: p.id, Cause: cause}}
+		if s.kind == Router {
+			d.leave = p // released by the Recv after the one that returns d
+		}
+		s.deliver(d)
+		if s.kind != Router {
+			s.release(p)
+		}
 	}
 }
 

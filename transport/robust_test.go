@@ -232,10 +232,18 @@ func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 		// would not do: a write to the closed peer fails and closes the connection
 		// before "old" is read, and then nothing holds the queue.)
 		waitState(t, "departed peer unrouted", func() bool { return !routed(r, []byte{7, 0}) })
-		again := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
-		if err := again.Send([]byte("rejoin")); err != nil {
-			t.Fatal(err)
-		}
+		// The reconnect's handshake completes only once it is admitted (the
+		// router holds its READY), so it dials on its own goroutine.
+		dialed := make(chan Socket, 1)
+		go func() {
+			again, err := Dial(ctxT(t), Dealer, r.Addr(), Options{Identity: []byte{7, 0}})
+			if err != nil {
+				dialed <- nil
+				return
+			}
+			again.Send([]byte("rejoin"))
+			dialed <- again
+		}()
 		waitState(t, "reconnect held", func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -250,9 +258,15 @@ func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 		if _, err := recvT(t, r); !errors.Is(err, ErrPeerLeft) {
 			t.Fatalf("second: want the old connection's departure, got %v", err)
 		}
+		// This Recv releases the identity: the departure was handled.
 		if f, err := recvT(t, r); err != nil || string(f[1]) != "rejoin" {
 			t.Fatalf("third: %q %v", f, err)
 		}
+		again := <-dialed
+		if again == nil {
+			t.Fatal("reconnect failed")
+		}
+		t.Cleanup(func() { again.Close() })
 		if err := r.Send([]byte{7, 0}, []byte("welcome")); err != nil {
 			t.Fatal(err)
 		}
@@ -321,11 +335,11 @@ func TestDuplicateIdentityWarningRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 5 {
-			dup := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{2, 0}, PeerEvents: true})
-			if _, err := recvT(t, dup); !errors.Is(err, ErrPeerLeft) {
-				t.Fatalf("duplicate: want refused, got %v", err)
+			// Refused before its handshake completes: the dial fails.
+			if dup, err := Dial(ctxT(t), Dealer, r.Addr(), Options{Identity: []byte{2, 0}, PeerEvents: true}); err == nil {
+				dup.Close()
+				t.Fatal("duplicate identity admitted")
 			}
-			dup.Close()
 		}
 		if w, d := logs.count(slog.LevelWarn), logs.count(slog.LevelDebug); w != 1 || d != 4 {
 			t.Fatalf("%d warnings and %d debug records for 5 refusals, want 1 and 4: %q", w, d, logs.msgs)

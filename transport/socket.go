@@ -8,12 +8,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 type delivery struct {
 	frames [][]byte
 	err    error
+	leave  *peer // ROUTER departure: its identity is released at the next Recv
 }
 
 // socket is the Socket implementation over ZMTP connections. Goroutines: one accept
@@ -28,10 +30,14 @@ type socket struct {
 	ipcPath string // removed on Close when we bound it
 	ln      net.Listener
 
-	done   chan struct{}
-	recvq  chan delivery
-	wg     sync.WaitGroup
-	closer sync.Once
+	done  chan struct{}
+	recvq chan delivery
+	// leaving: a ROUTER peer whose departure Recv returned last; its identity
+	// is released when Recv is called again, so the caller has handled the
+	// departure before a new connection with that identity is admitted.
+	leaving atomic.Pointer[peer]
+	wg      sync.WaitGroup
+	closer  sync.Once
 
 	mu      sync.Mutex
 	closed  bool
@@ -56,6 +62,9 @@ type peer struct {
 	// released is closed.
 	gone     bool
 	released chan struct{}
+	// joining (under socket.mu): admitted, its identity reserved, but our READY
+	// is still being written; nothing is routed to it yet.
+	joining bool
 
 	tmu    sync.Mutex
 	topics [][]byte // PUB/XPUB: the peer's subscriptions (prefixes)
@@ -213,8 +222,14 @@ func (s *socket) Recv() ([][]byte, error) {
 		return nil, ErrClosed
 	default:
 	}
+	if p := s.leaving.Swap(nil); p != nil {
+		s.release(p)
+	}
 	select {
 	case d := <-s.recvq:
+		if d.leave != nil {
+			s.leaving.Store(d.leave)
+		}
 		return d.frames, d.err
 	case <-s.done:
 		return nil, ErrClosed
@@ -240,7 +255,7 @@ func (s *socket) Send(frames ...[]byte) error {
 			return errors.New("transport: ROUTER message needs an identity frame and a body")
 		}
 		p := s.byID[string(frames[0])]
-		if p != nil && p.gone {
+		if p != nil && (p.gone || p.joining) {
 			p = nil
 		}
 		s.mu.Unlock()
@@ -351,7 +366,7 @@ func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
 			}
 			s.mu.Lock()
 			closed, p := s.closed, s.byID[string(msgs[i][0])]
-			if p != nil && p.gone {
+			if p != nil && (p.gone || p.joining) {
 				p = nil
 			}
 			s.mu.Unlock()

@@ -13,8 +13,10 @@
 // (bodies are allocated as their bytes arrive), group-committed writes (one writev
 // for whatever queued, no lock across the syscall) and a write deadline per peer,
 // PING answered with PONG (also between the frames of a message, where libzmq puts
-// it when its heartbeat timer fires mid-message), duplicate identities refused (and
-// logged at a limited rate), departed peers reported as ErrPeerLeft before their
+// it when its heartbeat timer fires mid-message), duplicate identities refused before
+// the peer's handshake completes (a ROUTER holds its own READY until the identity is
+// admitted, so a libzmq peer keeps what it queued for its next connection; logged at a
+// limited rate), departed peers reported as ErrPeerLeft and received before their
 // identity may reconnect, one bounded queue and writer per PUB/XPUB subscriber
 // (dropping at SendHWM like libzmq), stale ipc files removed before binding.
 package transport
@@ -144,8 +146,11 @@ type Options struct {
 	MaxConns int
 	// PeerEvents makes ROUTER/DEALER/XPUB/XSUB report departed peers through Recv as
 	// PULL always does. A ROUTER then holds a new connection presenting a departed
-	// peer's identity until that departure is queued, so a rejoining peer's
-	// messages always come after the old connection's ErrPeerLeft.
+	// peer's identity until Recv has returned that departure and been called
+	// again, so a rejoining peer's messages always come after the old
+	// connection's ErrPeerLeft, and a reply the caller sends before it asks for
+	// the next message never reaches the new connection (a handshake owner's
+	// INIT for a HELLO whose sender hung up).
 	PeerEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger

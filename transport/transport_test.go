@@ -154,10 +154,11 @@ func TestDuplicateIdentityRefused(t *testing.T) {
 		if _, err := recvT(t, r); err != nil {
 			t.Fatal(err)
 		}
-		second := mustDial(t, Dealer, r.Addr(), Options{Identity: []byte{2, 0}, PeerEvents: true})
-		// The router closes the duplicate right after the greeting.
-		if _, err := recvT(t, second); !errors.Is(err, ErrPeerLeft) {
-			t.Fatalf("duplicate: want peer left, got %v", err)
+		// The router closes the duplicate before its handshake completes (so a
+		// libzmq peer keeps what it queued for its next connection): the dial fails.
+		if second, err := Dial(ctxT(t), Dealer, r.Addr(), Options{Identity: []byte{2, 0}, PeerEvents: true}); err == nil {
+			second.Close()
+			t.Fatal("duplicate identity admitted")
 		}
 		if err := r.Send([]byte{2, 0}, []byte("only-first")); err != nil {
 			t.Fatal(err)

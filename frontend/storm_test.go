@@ -1,0 +1,106 @@
+package frontend
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// helloStorm dials the handshake socket as rank from workers goroutines, each
+// sending HELLO (and READY when withReady) and hanging up, until stop.
+// started is closed after the first 100 storm connections.
+func helloStorm(f *Frontend, rank, workers int, withReady bool, stop <-chan struct{}, started chan<- struct{}) (wait func() int64) {
+	var once sync.Once
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	id := wire.IdentityOf(rank)
+	hello := wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "HELLO", Local: true, Headless: true})
+	ready := wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "READY", Local: true, Headless: true})
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				s, err := transport.Dial(ctx, transport.Dealer, f.HandshakeAddress(), transport.Options{Identity: id[:]})
+				cancel()
+				if err != nil {
+					continue
+				}
+				s.Send(hello)
+				if withReady {
+					s.Send(ready)
+				}
+				if n.Add(1) == 100 {
+					once.Do(func() { close(started) })
+				}
+				s.Close()
+			}
+		}()
+	}
+	return func() int64 { wg.Wait(); return n.Load() }
+}
+
+// A storm of HELLO-and-hang-ups as rank 0 (HELLO alone, or HELLO and READY)
+// must not keep the real engine out (issue 17): a libzmq engine sends HELLO
+// once. It used to be refused as a duplicate identity after its handshake had
+// consumed its HELLO, to take a dead generation's INIT meant for a storm
+// connection, or to be refused as "already live" while a HELLO-and-READY
+// generation waited out PhaseTimeout; it never came up in 15 s.
+func TestHelloStorm(t *testing.T) {
+	for _, withReady := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hello", true: "hello-ready"}[withReady], func(t *testing.T) {
+			rec := newRecorder()
+			cfg := testConfig(t, "ipc", 1)
+			cfg.PhaseTimeout = time.Minute
+			f := startFrontend(t, cfg, rec)
+			stop := make(chan struct{})
+			started := make(chan struct{})
+			wait := helloStorm(f, 0, 4, withReady, stop, started)
+			defer func() {
+				close(stop)
+				wait()
+			}()
+			<-started
+			begin := time.Now()
+			pyEngineLayout(t, f.HandshakeAddress(), 0, 0, "newest")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := rec.waitCtx(ctx, func() bool { return rec.ups[0] >= 1 }); err != nil {
+				info := f.Engines()[0]
+				t.Fatalf("real engine not up within 10 s of a HELLO storm: %v; rank 0 %s generation %d: %s", err, info.State, info.Generation, info.Cause)
+			}
+			t.Logf("real engine up after %v, %d HELLOs refused", time.Since(begin), f.refusedN.Load())
+			ids := sendAll(t, f, 0, 3, 4, "storm")
+			rec.waitFor(t, "requests served", func() bool { return rec.allFinished(ids) })
+		})
+	}
+}
+
+// waitCtx is waitFor bounded by ctx, returning ctx's error instead of failing.
+func (r *recorder) waitCtx(ctx context.Context, cond func() bool) error {
+	for {
+		r.mu.Lock()
+		ok := cond()
+		ch := r.changed
+		r.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
