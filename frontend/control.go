@@ -183,6 +183,7 @@ func (f *Frontend) onHandshake(ev event) {
 			f.markDown(e, Dead, err)
 			return
 		}
+		e.hs.helloConn = f.hsConn[rank]
 		init := wire.HandshakeInit{Addresses: wire.EngineZmqAddresses{
 			Inputs:            []string{e.in.Addr()},
 			Outputs:           []string{e.out.Addr()},
@@ -199,6 +200,13 @@ func (f *Frontend) onHandshake(ev event) {
 	}
 	if e.state() != Connecting {
 		f.log.Warn("frontend: ignoring handshake message for an engine not connecting", "rank", rank, "status", ev.status.Status, "state", e.state().String())
+		return
+	}
+	if e.hs.hello && e.hs.helloConn != f.hsConn[rank] {
+		// Sent by a connection whose HELLO was refused or waits to supersede e
+		// (a storm's HELLO and READY): applied to e, it would kill e (the real
+		// engine, its READY seen, its registration on the way) as a duplicate.
+		f.churn.log(f.log, now, rank, slog.LevelWarn, "frontend: ignoring READY from a handshake connection other than its HELLO's", "rank", rank, "generation", e.gen)
 		return
 	}
 	if err := e.hs.onReady(now, ev.status); err != nil {
@@ -229,17 +237,26 @@ func (f *Frontend) rejoin(rank int, old *engine) *engine {
 // restart's HELLO would otherwise be refused as "already live" until PhaseTimeout
 // (10 minutes by default). The transport reports the departure before it accepts a
 // new connection with the same identity, so the restart's HELLO comes after this.
+// Only the departure of the connection that sent e's HELLO concerns e; any other
+// is a refused HELLO's, or a waiting one's (dropped with it).
 func (f *Frontend) onHandshakeLeft(ev event) {
 	rank := ev.id.Rank()
 	if rank >= f.cfg.DataParallelSize {
 		return
 	}
-	e := f.table.Load().get(rank)
-	if e.state() != Connecting || !e.hs.hello {
+	conn := f.hsConn[rank]
+	if f.hsConn == nil {
+		f.hsConn = make(map[int]uint64)
+	}
+	f.hsConn[rank] = conn + 1
+	if f.dropPending(rank, conn) {
+		// Whatever state the generation it waited on is in now: replayed, its
+		// INIT would go to no one, or to a newer connection.
 		return
 	}
-	if f.dropPending(rank) {
-		return // the connection of a HELLO waiting to supersede this generation
+	e := f.table.Load().get(rank)
+	if e.state() != Connecting || !e.hs.hello || e.hs.helloConn != conn {
+		return
 	}
 	if e.hs.ready {
 		if e.hs.leftAt.IsZero() {

@@ -56,7 +56,13 @@ type Frontend struct {
 	events chan event
 	// pending: a HELLO per rank waiting for that rank's abandoned generation to
 	// be superseded (supersede.go). Owned by the control loop.
-	pending  map[int]pendingHello
+	pending map[int]pendingHello
+	// hsConn: per rank, how many of its handshake connections have left, which
+	// numbers the current one. The transport admits one connection per identity
+	// at a time and delivers its departure before the next one's messages, so
+	// every handshake message is tied to the connection it came on. Owned by the
+	// control loop.
+	hsConn   map[int]uint64
 	hsAck    chan struct{} // the control loop handled a handshake event (postHandshake)
 	churn    churnLog      // rate of handshake log lines per rank
 	stop     chan struct{}

@@ -66,11 +66,15 @@ type handshake struct {
 	ready      bool
 	// leftAt: when the handshake connection closed after READY (vLLM closes it
 	// then); zero while it is open.
-	leftAt   time.Time
-	timeout  time.Duration
-	deadline time.Time // of the current phase; zero while waiting for HELLO
-	reg      wire.ReadyResponse
-	readyMsg *wire.HandshakeStatus // READY as sent; nil when bootstrapped
+	leftAt time.Time
+	// helloConn: the handshake connection the HELLO came on (Frontend.hsConn).
+	// Only its READY and its departure belong to this generation: a storm
+	// connection's READY would otherwise kill it as a duplicate.
+	helloConn uint64
+	timeout   time.Duration
+	deadline  time.Time // of the current phase; zero while waiting for HELLO
+	reg       wire.ReadyResponse
+	readyMsg  *wire.HandshakeStatus // READY as sent; nil when bootstrapped
 
 	// Placing the engine on a wire layout, after READY and registration.
 	layout      *wire.Layout

@@ -87,6 +87,71 @@ func TestHelloStorm(t *testing.T) {
 	}
 }
 
+// An engine that sent READY and closed its handshake connection, as vLLM does,
+// but whose registration has not arrived yet, survives a storm connection's
+// HELLO and READY: that READY belongs to the storm's connection (whose HELLO
+// waits to supersede the engine), not to the engine's generation. It used to
+// be taken as the engine's second READY, and the engine killed as a duplicate
+// under load, when its registration came late.
+func TestStormReadyBeforeRegistration(t *testing.T) {
+	rec := newRecorder()
+	cfg := testConfig(t, "ipc", 1)
+	cfg.PhaseTimeout = time.Minute
+	f := startFrontend(t, cfg, rec)
+	l := wire.Native()
+	hsDial := func() transport.Socket {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		id := wire.IdentityOf(0)
+		for {
+			// Refused while the identity's last connection is live; admitted
+			// only after its departure was handled, and with it whatever it sent.
+			s, err := transport.Dial(ctx, transport.Dealer, f.HandshakeAddress(), transport.Options{Identity: id[:]})
+			if err == nil {
+				return s
+			}
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hs := hsDial()
+	hs.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "HELLO", Headless: true}))
+	frames, err := hs.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, err := wire.DecodeInit(frames[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Send(wire.AppendReady(nil, l, &wire.HandshakeStatus{Status: "READY", Headless: true, NumGPUBlocks: wire.SomeInt(4096)}))
+	hs.Close()
+
+	storm := hsDial()
+	storm.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "HELLO", Local: true, Headless: true}))
+	storm.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "READY", Local: true, Headless: true}))
+	storm.Close()
+	hsDial().Close() // the storm's HELLO, READY and departure are handled
+
+	in, err := transport.Dial(context.Background(), transport.Dealer, init.Addresses.Inputs[0], transport.Options{Identity: wire.IdentityOf(0).Bytes(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		info := f.Engines()[0]
+		t.Fatalf("rank 0 %s generation %d (%s): %v", info.State, info.Generation, info.Cause, err)
+	}
+	defer in.Close()
+	in.Send(wire.AppendRegistration(nil, l, &wire.ReadyResponse{
+		MaxModelLen: wire.SomeInt(2048), NumGPUBlocks: wire.SomeInt(4096), BlockSize: wire.SomeInt(16),
+		DType: wire.SomeString("bfloat16"), VLLMVersion: wire.SomeString(l.VLLMVersion),
+		DataParallelRank: wire.SomeInt(0),
+	}))
+	waitFor(t, f, "the engine up or down", func(e []EngineInfo) bool { return e[0].State != Connecting })
+	if info := f.Engines()[0]; info.State != Ready || info.Generation != 0 {
+		t.Fatalf("rank 0 %s generation %d, want ready generation 0: %s", info.State, info.Generation, info.Cause)
+	}
+}
+
 // waitCtx is waitFor bounded by ctx, returning ctx's error instead of failing.
 func (r *recorder) waitCtx(ctx context.Context, cond func() bool) error {
 	for {

@@ -17,7 +17,9 @@ import (
 // connection, may arrive a little later), but once supersedeGrace (2 s) has passed
 // since the close without a registration. The HELLO waits meanwhile (one per
 // rank: the transport admits one connection per identity at a time, so a newer
-// HELLO comes only after the older one's connection left, which drops it).
+// HELLO comes only after the older one's connection left, which drops it). A
+// READY from the waiting HELLO's connection is not the generation's (its HELLO
+// came on an earlier connection; Frontend.hsConn) and is ignored.
 //
 // The transport's part: a ROUTER refuses a duplicate identity before the
 // peer's handshake completes, so a real engine refused while a storm
@@ -28,8 +30,12 @@ import (
 // generation that has not registered keeps its rank against a new HELLO.
 const supersedeGrace = 2 * time.Second
 
-// pendingHello is a HELLO waiting to supersede its rank's generation.
-type pendingHello struct{ ev event }
+// pendingHello is a HELLO waiting to supersede its rank's generation, and the
+// handshake connection it came on (Frontend.hsConn).
+type pendingHello struct {
+	ev   event
+	conn uint64
+}
 
 // abandoned reports whether e's handshake connection closed after READY and
 // nothing registered on its input socket.
@@ -45,7 +51,7 @@ func (f *Frontend) supersede(ev event, e *engine, now time.Time) *engine {
 		if f.pending == nil {
 			f.pending = make(map[int]pendingHello)
 		}
-		f.pending[e.rank] = pendingHello{ev: ev}
+		f.pending[e.rank] = pendingHello{ev: ev, conn: f.hsConn[e.rank]}
 		return nil
 	}
 	delete(f.pending, e.rank)
@@ -54,9 +60,9 @@ func (f *Frontend) supersede(ev event, e *engine, now time.Time) *engine {
 	return f.rejoin(e.rank, e)
 }
 
-// dropPending forgets rank's waiting HELLO: its connection left.
-func (f *Frontend) dropPending(rank int) bool {
-	if _, ok := f.pending[rank]; !ok {
+// dropPending forgets rank's waiting HELLO when conn, which left, sent it.
+func (f *Frontend) dropPending(rank int, conn uint64) bool {
+	if p, ok := f.pending[rank]; !ok || p.conn != conn {
 		return false
 	}
 	delete(f.pending, rank)
@@ -69,6 +75,10 @@ func (f *Frontend) checkPending(now time.Time) {
 	for rank, p := range f.pending {
 		e := f.table.Load().get(rank)
 		switch {
+		case p.conn != f.hsConn[rank]:
+			// Its connection left (onHandshakeLeft drops it then; this keeps
+			// an INIT from ever reaching a newer connection).
+			delete(f.pending, rank)
 		case e.state() == Connecting && e.hs.registered, e.state() == Ready:
 			delete(f.pending, rank)
 			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
