@@ -10,7 +10,8 @@ import (
 // churnLog keeps a HELLO storm from flooding the log: every generation a
 // HELLO creates logs "rejoining", "connected" and, when it dies in its
 // handshake, "engine down", so a storm of HELLO-and-hang-ups wrote three
-// lines per connection. Per rank, the first churnBurst such lines of each
+// lines per connection, and a storm against a live rank one refusal each. Per
+// rank, the first churnBurst such lines of each
 // second are logged as they are; the rest go to Debug, and the next line
 // logged says how many were held back. Lines of engines that came up are
 // never held back.

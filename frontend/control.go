@@ -139,12 +139,12 @@ func (f *Frontend) handshakeLoop() {
 		}
 		id, ok := wire.ParseIdentity(frames[0])
 		if !ok || len(frames) != 2 {
-			f.log.Warn("frontend: ignoring handshake message", "identity", fmt.Sprintf("%x", frames[0]), "frames", len(frames))
+			f.churn.log(f.log, f.now(), -1, slog.LevelWarn, "frontend: ignoring handshake message", "identity", fmt.Sprintf("%.16x", frames[0]), "frames", len(frames))
 			continue
 		}
 		st, err := wire.DecodeHandshakeStatus(frames[1])
 		if err != nil {
-			f.log.Warn("frontend: undecodable handshake message", "rank", id.Rank(), "err", err)
+			f.churn.log(f.log, f.now(), id.Rank(), slog.LevelWarn, "frontend: undecodable handshake message", "rank", id.Rank(), "err", err)
 			continue
 		}
 		f.postHandshake(event{kind: evHandshake, id: id, status: st})
@@ -154,7 +154,8 @@ func (f *Frontend) handshakeLoop() {
 func (f *Frontend) onHandshake(ev event) {
 	rank := ev.id.Rank()
 	if rank >= f.cfg.DataParallelSize {
-		f.log.Error("frontend: refused handshake from a rank outside the data parallel size", "rank", rank, "data_parallel_size", f.cfg.DataParallelSize, "status", ev.status.Status)
+		// Any identity can knock: one shared budget (-1) for all outside ranks.
+		f.churn.log(f.log, f.now(), -1, slog.LevelError, "frontend: refused handshake from a rank outside the data parallel size", "rank", rank, "data_parallel_size", f.cfg.DataParallelSize, "status", ev.status.Status)
 		f.refuse()
 		return
 	}
@@ -171,7 +172,7 @@ func (f *Frontend) onHandshake(ev event) {
 				return
 			}
 		case e.state() == Connecting || e.state() == Ready:
-			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
+			f.churn.log(f.log, f.now(), rank, slog.LevelError, "frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
 			f.refuse()
 			return
 		default: // Dead or Stuck: a restarted engine rejoins with fresh sockets
@@ -199,7 +200,7 @@ func (f *Frontend) onHandshake(ev event) {
 		return
 	}
 	if e.state() != Connecting {
-		f.log.Warn("frontend: ignoring handshake message for an engine not connecting", "rank", rank, "status", ev.status.Status, "state", e.state().String())
+		f.churn.log(f.log, f.now(), rank, slog.LevelWarn, "frontend: ignoring handshake message for an engine not connecting", "rank", rank, "status", ev.status.Status, "state", e.state().String())
 		return
 	}
 	if e.hs.hello && e.hs.helloConn != f.hsConn[rank] {

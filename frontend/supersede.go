@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"log/slog"
 	"time"
 )
 
@@ -81,7 +82,7 @@ func (f *Frontend) checkPending(now time.Time) {
 			delete(f.pending, rank)
 		case e.state() == Connecting && e.hs.registered, e.state() == Ready:
 			delete(f.pending, rank)
-			f.log.Error("frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
+			f.churn.log(f.log, f.now(), rank, slog.LevelError, "frontend: refused HELLO: rank is already live", "rank", rank, "state", e.state().String())
 			f.refuse()
 		case !f.abandoned(e), now.Sub(e.hs.leftAt) >= supersedeGrace:
 			delete(f.pending, rank)
