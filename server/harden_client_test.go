@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,28 +161,10 @@ func mkEngineReq(id string) *wire.EngineCoreRequest {
 	return &wire.EngineCoreRequest{RequestID: id, PromptTokenIDs: []int64{1}, Sampling: &sp}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The bootstrap registry's log lines carry component=bootstrap once (serve added
 // it, and so did the registry).
 func TestServeBootstrapComponentOnce(t *testing.T) {
-	var buf syncBuffer
+	var buf lockedBuffer
 	startServer(t, func(c *Config) {
 		c.BootstrapAddress = "127.0.0.1:0"
 		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
