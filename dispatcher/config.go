@@ -75,6 +75,11 @@ type Config struct {
 	ClientIndex int64
 	// Waves stamps current_wave on ADDs; nil means no waves (current_wave 0).
 	Waves WaveHook
+	// LockstepRanks, when > 0, makes ranks 0..LockstepRanks-1 one lockstep group
+	// (MoE data parallelism with waves): when one of them dies the whole group's
+	// in-flight requests fail with *GroupBrokenError and new ones are refused
+	// until every rank is up again. 0 = ranks are independent.
+	LockstepRanks int
 	// Logger receives cold-path events (engine up/down, dropped unknown ids); nil discards.
 	Logger *slog.Logger
 	// Registerer receives the switchyard_ metrics; nil means they are not registered.
@@ -121,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.StallTimeout < 0 {
 		return fmt.Errorf("dispatcher: config: StallTimeout %v must be >= 0", c.StallTimeout)
+	}
+	if c.LockstepRanks < 0 {
+		return fmt.Errorf("dispatcher: config: LockstepRanks %d must be >= 0", c.LockstepRanks)
 	}
 	if c.ClientIndex < 0 {
 		return fmt.Errorf("dispatcher: config: ClientIndex %d must be >= 0", c.ClientIndex)

@@ -45,6 +45,8 @@ type Dispatcher struct {
 	closed   atomic.Bool
 	draining atomic.Bool
 	idle     chan struct{}
+
+	grp groupEdge // lockstep group and per-rank drain (survive.go)
 }
 
 // New validates cfg, fills its zero fields from DefaultConfig, registers the metrics
@@ -75,6 +77,9 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: registering metrics: %w", err)
 	}
 	d.m = m
+	if err := d.initSurvival(); err != nil {
+		return nil, fmt.Errorf("dispatcher: registering metrics: %w", err)
+	}
 	d.util.init()
 	go d.runAborter()
 	d.stallDone = make(chan struct{})
@@ -234,6 +239,10 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, s
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank,
 			Cause: &EngineDownError{Rank: e.rank, Cause: engineCause(e)}}
 	}
+	if ge := d.groupRefusal(e.rank); ge != nil {
+		d.rollbackLocked(r, noOutcome) // the group broke after choose: nothing sent
+		return false, ge
+	}
 	e.admitted.Add(1)
 
 	req.ClientIndex = d.cfg.ClientIndex
@@ -295,6 +304,9 @@ func (d *Dispatcher) sendAdd(r *request, ctx context.Context, rank int, body []b
 // choose picks the engine for req: its pinned rank, or the policy's choice among
 // the engines not in skip.
 func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now time.Time) (*engine, error) {
+	if err := d.refuseForSurvival(req); err != nil {
+		return nil, err
+	}
 	engs := d.engines.Load().list
 	ns, maxAge := now.UnixNano(), int64(d.cfg.StatsMaxAge)
 	var stack [32]Load
@@ -377,6 +389,7 @@ func (d *Dispatcher) Engines() []EngineStatus {
 	out := make([]EngineStatus, len(engs))
 	for i, e := range engs {
 		out[i] = e.status()
+		d.decorateStatus(&out[i], e)
 	}
 	return out
 }

@@ -18,6 +18,12 @@ const (
 	// EngineStateStalled: connected, but silent with requests in flight for
 	// StallTimeout; no new work until it speaks again.
 	EngineStateStalled EngineState = "stalled"
+	// EngineStateDraining: up, but DrainEngine was called; no new requests,
+	// its in-flight ones finish there.
+	EngineStateDraining EngineState = "draining"
+	// EngineStateGroupBroken: up, but another rank of its lockstep group died;
+	// nothing sent to it could finish until the group is whole again.
+	EngineStateGroupBroken EngineState = "group_broken"
 )
 
 // EngineStatus is one engine as Engines reports it.
@@ -30,6 +36,7 @@ type EngineStatus struct {
 	KVCacheUsage float64
 	LastOutput   time.Time // zero before the first message
 	Cause        string    // why it went down; empty while up
+	Draining     bool      // DrainEngine was called and UndrainEngine not since
 }
 
 // engine is the dispatcher's per-rank state. Everything the hot path reads or writes
@@ -53,6 +60,7 @@ type engine struct {
 	stalled   atomic.Bool
 	probedAt  atomic.Int64 // last utility probe of a stalled engine
 	cause     atomic.Pointer[string]
+	draining  atomic.Bool // DrainEngine: no new requests (survive.go)
 	// maxModelLen is the engine's registered context length, 0 = unknown.
 	maxModelLen atomic.Int64
 	// layout is the engine's vLLM wire layout (set before up, like maxModelLen).
@@ -67,7 +75,7 @@ func (e *engine) load(now, maxAge int64) Load {
 	at := e.statsAt.Load()
 	return Load{
 		Rank:         e.rank,
-		Ready:        e.up.Load() && !e.stalled.Load(),
+		Ready:        e.up.Load() && !e.stalled.Load() && !e.draining.Load(),
 		InFlight:     e.inFlight.Load(),
 		Waiting:      e.waiting.Load(),
 		Running:      e.running.Load(),

@@ -14,6 +14,7 @@ func (d *Dispatcher) EngineUp(rank int) { d.EngineUpWith(rank, EngineLimits{}) }
 // down rejoins with fresh load stats (a restarted engine is empty) and the limits
 // it registered this time.
 func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
+	defer d.groupRankUp(rank) // after the engine is marked up
 	d.engMu.Lock()
 	set := d.engines.Load()
 	e := set.find(rank)
@@ -64,6 +65,7 @@ func (d *Dispatcher) EngineDown(rank int, err error) {
 		return
 	}
 	d.log.Warn("dispatcher: engine down", "rank", rank, "err", err)
+	d.groupRankDown(rank, err) // the rest of its lockstep group, if any
 	cause := &EngineDownError{Rank: rank, Cause: err}
 	for _, r := range d.table.All() {
 		if r.eng == e {
