@@ -150,30 +150,7 @@ func (c Config) Validate() error {
 // adminNets parses AdminNetworks (loopback when empty) and refuses a
 // non-loopback network without a Token: the mutations would be open to it.
 func (c Config) adminNets() ([]*net.IPNet, error) {
-	cidrs := c.AdminNetworks
-	if len(cidrs) == 0 {
-		cidrs = []string{"127.0.0.0/8", "::1/128"}
-	}
-	nets := make([]*net.IPNet, 0, len(cidrs))
-	for _, s := range cidrs {
-		_, n, err := net.ParseCIDR(s)
-		if err != nil {
-			if ip := net.ParseIP(s); ip != nil {
-				bits := 8 * len(ip.To16())
-				if ip.To4() != nil {
-					ip, bits = ip.To4(), 32
-				}
-				n = &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}
-			} else {
-				return nil, fmt.Errorf("bootstrap: Config.AdminNetworks %q: want a CIDR or an IP", s)
-			}
-		}
-		if !n.IP.IsLoopback() && c.Token == "" {
-			return nil, fmt.Errorf("bootstrap: Config.AdminNetworks %q is not loopback: set Token too, or anyone there can delete and drain engines", s)
-		}
-		nets = append(nets, n)
-	}
-	return nets, nil
+	return ParseAdminNetworks("bootstrap: Config.AdminNetworks", c.AdminNetworks, c.Token)
 }
 
 // Policy returns the part of the Config the pure [Registry] needs.

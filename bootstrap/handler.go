@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -387,8 +386,7 @@ func (s *Server) admin(h http.HandlerFunc) http.Handler {
 			return
 		}
 		if s.cfg.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) != 1 {
+			if !BearerMatches(r.Header.Get("Authorization"), s.cfg.Token) {
 				s.log.Warn("unauthorized admin request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-registry"`)
 				writeJSON(w, http.StatusUnauthorized, errorBody{Detail: "Unauthorized"})
@@ -464,11 +462,8 @@ func (s *Server) adminRead(h http.HandlerFunc) http.Handler {
 // fromAdminNetwork answers 403 and returns false unless the request comes
 // from one of AdminNetworks (loopback by default).
 func (s *Server) fromAdminNetwork(w http.ResponseWriter, r *http.Request) bool {
-	ip := net.ParseIP(remoteIP(r))
-	for _, n := range s.adminNets {
-		if ip != nil && n.Contains(ip) {
-			return true
-		}
+	if FromNetworks(r, s.adminNets) {
+		return true
 	}
 	s.log.Warn("admin request from outside the admin networks", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusForbidden, errorBody{Detail: "Forbidden", Hint: "the /v2 admin API answers only the networks in --admin-allow (loopback by default)"})
