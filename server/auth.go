@@ -49,7 +49,7 @@ func protected(p string) bool {
 
 func (k *apiKeys) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodOptions && protected(r.URL.Path) && !k.allowed(r.Header.Get("Authorization")) {
+		if r.Method != http.MethodOptions && protected(r.URL.Path) && !isAdminPath(r.URL.Path) && !k.allowed(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Type: TypeUnauthorized, Message: "Unauthorized"})
 			return

@@ -24,7 +24,16 @@ const (
 	// ErrTypeEngineStalled: the engine had requests in flight and sent nothing
 	// for --engine-stall-timeout; the request was aborted at it.
 	ErrTypeEngineStalled = "EngineStalled"
+	// ErrTypeGroupBroken: a rank of the lockstep group died; the group's
+	// requests failed and new ones are refused until every rank is back.
+	ErrTypeGroupBroken = "GroupBroken"
+	// ErrTypeEngineDraining: the request was pinned to a draining rank.
+	ErrTypeEngineDraining = "EngineDraining"
 )
+
+// retryAfterGroup is the Retry-After (seconds) while a lockstep group is
+// broken: an engine restart takes a while.
+const retryAfterGroup = 5
 
 // retryAfterBusy is the Retry-After (seconds) of a 503 for a busy or stalled
 // engine: the queue drains in well under a second at engine speeds.
@@ -54,7 +63,15 @@ func httpClientKey(r *http.Request) uint64 {
 func busyError(err error) *APIError {
 	var full *frontend.QueueFullError
 	var stalled *dispatcher.EngineStalledError
+	var group *dispatcher.GroupBrokenError
+	var draining *dispatcher.EngineDrainingError
 	switch {
+	case errors.As(err, &group):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, RetryAfter: retryAfterGroup,
+			Message: group.Error()}
+	case errors.As(err, &draining):
+		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, RetryAfter: retryAfterBusy,
+			Message: draining.Error() + "; retry later or on another rank"}
 	case errors.As(err, &full) && errors.Is(err, frontend.ErrSendWait):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, RetryAfter: retryAfterBusy,
 			Message: fmt.Sprintf("engine rank %d is busy: its send queue stayed full (%d queued); retry later", full.Rank, full.Queued)}
@@ -69,7 +86,13 @@ func busyError(err error) *APIError {
 // a busy or stalled engine.
 func busyType(err error) string {
 	var stalled *dispatcher.EngineStalledError
+	var group *dispatcher.GroupBrokenError
+	var draining *dispatcher.EngineDrainingError
 	switch {
+	case errors.As(err, &group):
+		return ErrTypeGroupBroken
+	case errors.As(err, &draining):
+		return ErrTypeEngineDraining
 	case errors.Is(err, frontend.ErrSendWait):
 		return ErrTypeEngineBusy
 	case errors.As(err, &stalled):

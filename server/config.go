@@ -87,6 +87,11 @@ type Config struct {
 	MaxConcurrentRequests int
 	// APIKeys: when set, /v1/* requires "Authorization: Bearer KEY" with one of them.
 	APIKeys []string
+	// AdminToken, when set, is the bearer token POST /v1/engines/{rank}/drain and
+	// .../undrain require; AdminNetworks may call them (empty = loopback only; a
+	// non-loopback network requires AdminToken).
+	AdminToken    string
+	AdminNetworks []string
 
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
@@ -278,6 +283,9 @@ func (c Config) Validate() error {
 		if k == "" || strings.ContainsAny(k, " \t\r\n") {
 			return bad("api-key", "keys must be non-empty and contain no whitespace")
 		}
+	}
+	if _, err := bootstrap.ParseAdminNetworks("--admin-allow", c.AdminNetworks, c.AdminToken); err != nil {
+		return err // names the flag and says why; a non-loopback network needs --admin-token
 	}
 	if err := c.Model().validate(); err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 type EngineView struct {
 	Rank         int        `json:"rank"`
 	Identity     string     `json:"identity"` // the 2-byte ZeroMQ identity, hex ("0100" = rank 1)
-	State        string     `json:"state"`    // connecting, ready, dead, stuck
+	State        string     `json:"state"`    // connecting, ready, dead, stuck, stalled, draining, group_broken
 	Ready        bool       `json:"ready"`    // routable now
 	Since        *time.Time `json:"since,omitempty"`
 	Generation   int        `json:"generation"` // bumped on every rejoin
@@ -24,9 +24,12 @@ type EngineView struct {
 	Running      int64      `json:"running"`
 	KVCacheUsage float64    `json:"kv_cache_usage"`
 	LastOutput   *time.Time `json:"last_output_time"` // null before the first output
-	Cause        string     `json:"cause,omitempty"`  // why it is dead or stuck
-	MaxModelLen  *int64     `json:"max_model_len,omitempty"`
-	VLLMVersion  string     `json:"vllm_version,omitempty"`
+	Cause        string     `json:"cause,omitempty"`  // why it is dead, stuck or group_broken
+	// Draining: POST /v1/engines/{rank}/drain was called; no new requests
+	// reach it and InFlight is the count left to finish there.
+	Draining    bool   `json:"draining,omitempty"`
+	MaxModelLen *int64 `json:"max_model_len,omitempty"`
+	VLLMVersion string `json:"vllm_version,omitempty"`
 	// Layout is the vLLM wire layout the engine was placed on, LayoutHow how it
 	// was told (registration, vllm_version, UTILITY probes, forced).
 	Layout    string `json:"vllm_layout,omitempty"`
@@ -82,9 +85,11 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 		v := get(st.Rank)
 		if !seen { // only the dispatcher knows it (no frontend, as in tests)
 			v.Ready = st.State == dispatcher.EngineStateUp
-			v.State = map[bool]string{true: "ready", false: "dead"}[v.Ready]
+			alive := v.Ready || st.State == dispatcher.EngineStateDraining || st.State == dispatcher.EngineStateGroupBroken
+			v.State = map[bool]string{true: "ready", false: "dead"}[alive]
 		}
 		v.InFlight, v.Waiting, v.Running, v.KVCacheUsage = st.InFlight, st.Waiting, st.Running, st.KVCacheUsage
+		v.Draining = st.Draining
 		if v.LastOutput == nil && !st.LastOutput.IsZero() {
 			t := st.LastOutput.UTC()
 			v.LastOutput = &t
@@ -92,9 +97,17 @@ func mergeEngines(fe []frontend.EngineInfo, ds []dispatcher.EngineStatus) []Engi
 		if st.State != dispatcher.EngineStateUp {
 			// The dispatcher stops routing to a rank first; do not call it ready.
 			v.Ready = false
-			if st.State == dispatcher.EngineStateStalled {
+			switch {
+			case st.State == dispatcher.EngineStateStalled:
 				v.State = "stalled"
-			} else if v.State == "ready" {
+			case st.State == dispatcher.EngineStateDraining && v.State == "ready":
+				// Connected and finishing its requests: its load stays shown.
+				v.State = string(dispatcher.EngineStateDraining)
+				continue
+			case st.State == dispatcher.EngineStateGroupBroken && v.State == "ready":
+				v.State = string(dispatcher.EngineStateGroupBroken)
+				v.Cause = st.Cause
+			case v.State == "ready":
 				v.State = "dead"
 			}
 			if v.Cause == "" {

@@ -46,6 +46,7 @@ type API struct {
 	slots          chan struct{} // one per completions request being served; nil = no cap
 	auth           *apiKeys      // nil = no key required
 	contextLen     func(rank int) int64
+	admin          *adminGuard // who may drain and undrain (admin.go)
 }
 
 // APIConfig configures NewAPI.
@@ -69,6 +70,12 @@ type APIConfig struct {
 	// APIKeys, when non-empty, are the keys a request to /v1/* must present as
 	// "Authorization: Bearer KEY" (vLLM's --api-key); /health and /metrics stay open.
 	APIKeys []string
+	// AdminToken, when set, is the bearer token the admin endpoints
+	// (POST /v1/engines/{rank}/drain, .../undrain) require.
+	AdminToken string
+	// AdminNetworks are the CIDRs or IPs that may call the admin endpoints;
+	// empty = loopback only. A non-loopback network requires AdminToken.
+	AdminNetworks []string
 	// ContextLen returns the registered max_model_len of rank (rank < 0: the
 	// largest among ready engines), 0 when unknown. nil = unknown.
 	ContextLen func(rank int) int64
@@ -98,6 +105,11 @@ func NewAPI(cfg APIConfig) *API {
 		a.auth = newAPIKeys(cfg.APIKeys)
 	}
 	a.contextLen = cfg.ContextLen
+	var err error
+	if a.admin, err = newAdminGuard(cfg.AdminToken, cfg.AdminNetworks); err != nil && a.log != nil {
+		// Config.Validate refuses this before; a guard that parsed nothing admits nobody.
+		a.log.Error("admin endpoints closed", "err", err)
+	}
 	if a.contextLen == nil {
 		a.contextLen = func(int) int64 { return 0 }
 	}
@@ -130,6 +142,8 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("POST /v1/completions", a.metrics.wrap("completions", http.HandlerFunc(a.completions)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
+	mux.Handle("POST /v1/engines/{rank}/drain", a.metrics.wrap("admin", a.admin.wrap(a.drain(true))))
+	mux.Handle("POST /v1/engines/{rank}/undrain", a.metrics.wrap("admin", a.admin.wrap(a.drain(false))))
 	if a.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
 	}
@@ -163,8 +177,14 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	writeJSON(w, e.Status, e.body())
 }
 
-// health is 200 when at least one engine is ready, else 503.
+// health is 200 when at least one engine is ready, else 503; a broken lockstep
+// group is a 503 naming the dead rank whatever else is connected.
 func (a *API) health(w http.ResponseWriter, _ *http.Request) {
+	if g, ok := a.d.Group(); ok && g.Broken {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "ready_engines": 0,
+			"reason": g.Cause, "group_broken": true, "dead_rank": g.DeadRank})
+		return
+	}
 	ready := 0
 	for _, e := range a.engines() {
 		if e.Ready {

@@ -129,6 +129,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if s.ext != nil {
 		dcfg.Waves = s.ext // the coordinator's wave, and FIRST_REQ to wake paused engines
 	}
+	if cfg.EnableWaves && ranks > 1 {
+		// Every forward pass is a collective over all ranks: one dead rank
+		// blocks the rest, so they live and fail as one group.
+		dcfg.LockstepRanks = ranks
+	}
 	if s.d, err = dispatcher.New(dcfg, sender); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
@@ -213,6 +218,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		ShutdownReason: reason,
 		MaxBodyBytes:   cfg.MaxBodyBytes, BodyTimeout: cfg.HTTPBodyTimeout,
 		MaxConcurrentRequests: cfg.MaxConcurrentRequests, APIKeys: cfg.APIKeys,
+		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
 		ContextLen: events.contexts.largest,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)

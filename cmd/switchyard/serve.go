@@ -108,6 +108,12 @@ func serveCommand() *cli.Command {
 				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
 					"/health and /metrics stay open",
 				Sources: cli.EnvVars("SWITCHYARD_API_KEY", "VLLM_API_KEY")},
+			&cli.StringFlag{Name: "admin-token", Category: "clients",
+				Usage:   "bearer token required by the admin endpoints POST /v1/engines/{rank}/drain and .../undrain (--api-key does not apply to them)",
+				Sources: cli.EnvVars("SWITCHYARD_ADMIN_TOKEN")},
+			&cli.StringSliceFlag{Name: "admin-allow", Category: "clients",
+				Usage:   "CIDR or IP allowed to call the admin endpoints (repeatable); default loopback only; a non-loopback network requires --admin-token",
+				Sources: cli.EnvVars("SWITCHYARD_ADMIN_ALLOW")},
 			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
 				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
 					"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
@@ -201,6 +207,8 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.ClientMaxMessageBytes = cmd.Int("client-max-message-bytes")
 	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
 	cfg.APIKeys = cmd.StringSlice("api-key")
+	cfg.AdminToken = cmd.String("admin-token")
+	cfg.AdminNetworks = cmd.StringSlice("admin-allow")
 	cfg.Logger = log
 	cfg.Registry = reg
 	if err := cfg.Validate(); err != nil {
