@@ -41,6 +41,11 @@ type Config struct {
 	Faults           Faults
 	Logger           *slog.Logger
 	Network          transport.Network // nil = transport.ZMQ
+	// LockstepDir, when set, makes the ranks of DataParallelSize one lockstep
+	// group (lockstep.go): a rank steps only while every other rank of the
+	// group is alive, as a MoE rank blocks in its collective when a peer dies.
+	// Every rank of the group must be given the same directory.
+	LockstepDir string
 	// Layout is the vLLM release whose wire layout the engine speaks: its
 	// registration and READY, how it decodes ADDs and encodes outputs, the finish
 	// reasons it has and which EngineCore methods it answers. Nil = the native
@@ -83,6 +88,8 @@ func (c Config) Validate() error {
 		return errors.New("mockengine: config StepInterval must be positive")
 	case c.TokensPerStep < 1:
 		return errors.New("mockengine: config TokensPerStep must be at least 1")
+	case c.LockstepDir != "" && c.DataParallelSize < 2:
+		return errLockstepDir
 	case c.HandshakeAddress == "" && (len(c.Inputs) == 0 || len(c.Outputs) == 0):
 		return errors.New("mockengine: config needs HandshakeAddress, or Inputs and Outputs")
 	}
@@ -115,6 +122,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
 	defer e.closeAll()
+	if cfg.LockstepDir != "" {
+		ls, err := startLockstep(ctx, cfg.LockstepDir, cfg.Rank, cfg.DataParallelSize, e.log)
+		if err != nil {
+			return err
+		}
+		defer ls.close()
+		e.lock = ls
+	}
 	if err := e.connect(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -140,6 +155,7 @@ type engine struct {
 
 	coordinatorInput, coordinatorOutput wire.OptString
 	wave                                waveState // wave.go
+	lock                                *lockstep // lockstep.go; nil = independent rank
 
 	sched    *Scheduler
 	steps    int // steps that produced output

@@ -63,6 +63,9 @@ func (e *engine) loop(ctx context.Context) error {
 				return e.die(err)
 			}
 		case <-tick.C:
+			if e.lock != nil && !e.lock.whole() {
+				continue // blocked in the collective with a dead peer
+			}
 			if !e.sched.Idle() {
 				if err := e.step(ctx); err != nil {
 					return err

@@ -44,6 +44,8 @@ func mockEngineCommand() *cli.Command {
 				Usage: "context length reported at registration; longer requests finish with length"},
 			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
 				Usage: "requests stepped at once; the rest wait"},
+			&cli.StringFlag{Name: "lockstep-dir",
+				Usage: "emulate a MoE lockstep group: every rank given this directory steps only while all --data-parallel-size ranks are alive (a rank that dies blocks the others, as in a collective)"},
 			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
 				Usage: "the vLLM release whose wire layout the engine speaks: a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") or a layout file"},
 			&cli.IntFlag{Name: "die-after-steps", Category: "faults",
@@ -74,6 +76,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.TokensPerStep = cmd.Int("tokens-per-step")
 			cfg.MaxModelLen = cmd.Int("max-model-len")
 			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
+			cfg.LockstepDir = cmd.String("lockstep-dir")
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),
 				ExitAfterSteps:    cmd.Int("exit-after-steps"),
