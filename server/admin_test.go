@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 func newAdminAPI(t *testing.T, ranks int, dcfg dispatcher.Config, cfg APIConfig) (*fakeEngines, *httptest.Server) {
@@ -136,4 +137,24 @@ func TestGroupBrokenHTTP(t *testing.T) {
 	if resp, _ := call(t, ts, http.MethodGet, "/health"); resp.StatusCode != 200 {
 		t.Errorf("health after: %d", resp.StatusCode)
 	}
+}
+
+// The client protocol names a broken group and a draining rank by type.
+func TestClientProtocolGroupBrokenAndDraining(t *testing.T) {
+	f := newFakeCoreConfig(t, 3, dispatcher.Config{LockstepRanks: 3})
+	h := newClientHarnessOn(t, f, ClientConfig{})
+	if err := f.d.DrainEngine(2); err != nil {
+		t.Fatal(err)
+	}
+	h.add(t, "to-draining", 3, wire.SomeInt(2))
+	if e := h.nextError(t); e["type"] != ErrTypeEngineDraining || e["request_id"] != "to-draining" {
+		t.Errorf("pinned to a draining rank: %v", e)
+	}
+	f.d.EngineDown(1, errors.New("output EOF"))
+	h.add(t, "broken", 3, wire.OptInt{})
+	e := h.nextError(t)
+	if msg, _ := e["message"].(string); e["type"] != ErrTypeGroupBroken || !strings.Contains(msg, "rank 1 died") {
+		t.Errorf("while the group is broken: %v", e)
+	}
+	h.f.noAdds(t)
 }
