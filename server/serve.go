@@ -131,8 +131,15 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	if cfg.EnableWaves && ranks > 1 {
 		// Every forward pass is a collective over all ranks: one dead rank
-		// blocks the rest, so they live and fail as one group.
-		dcfg.LockstepRanks = ranks
+		// blocks the rest, so they live and fail as one group. A bootstrapped
+		// serve that owns only some of the ranks cannot see the others die,
+		// nor come back, so it keeps them independent.
+		if !cfg.Bootstrapped() || (cfg.StartRank == 0 && cfg.localRanks() == ranks) {
+			dcfg.LockstepRanks = ranks
+		} else {
+			s.log.Warn("wave coordination with a part of the ranks: lockstep group handling is off (this frontend cannot see the other ranks die)",
+				"start_rank", cfg.StartRank, "ranks", cfg.localRanks(), "data_parallel_size", ranks)
+		}
 	}
 	if s.d, err = dispatcher.New(dcfg, sender); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
