@@ -2,8 +2,9 @@
 // headless `vllm serve --headless` engine: the handshake (HELLO, INIT, registration on
 // every input, READY), strict decoding of every request, one EngineCoreOutputs per
 // step with scheduler_stats, the common utility calls, ENGINE_CORE_DEAD on a
-// duplicate live request id, and faults on demand. Tokens are deterministic
-// (TokenFor) so tests can check exact outputs.
+// duplicate live request id, and faults on demand. Tokens are a deterministic
+// function of the sequence so far (TokenAfter, TokensFor) so tests can check exact
+// outputs, also of a request that moved between engines.
 //
 // Every ADD goes through wire.EngineAccepts, vLLM's own decode-time checks (not
 // switchyard's stricter Validate): where a real engine's input thread would die
