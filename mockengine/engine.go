@@ -42,6 +42,9 @@ type Config struct {
 	Faults           Faults
 	Logger           *slog.Logger
 	Network          transport.Network // nil = transport.ZMQ
+	// FaultNow triggers a fault at run time (the mock-engine command feeds it
+	// from signals): it takes effect at the next step. Nil = none.
+	FaultNow <-chan Fault
 	// Layout is the vLLM release whose wire layout the engine speaks: its
 	// registration and READY, how it decodes ADDs and encodes outputs, the finish
 	// reasons it has and which EngineCore methods it answers. Nil = the native
@@ -60,6 +63,17 @@ type Faults struct {
 	SkipReady         bool // never send READY
 	EmptyRegistration bool // register with an empty frame whatever the layout (a registration shape its layout does not have)
 }
+
+// Fault is a fault triggered at run time through Config.FaultNow.
+type Fault int
+
+// Faults that can be triggered at run time: the step after the trigger behaves as
+// the matching Faults field says.
+const (
+	FaultDie     Fault = iota + 1 // ENGINE_CORE_DEAD, then exit (DieAfterSteps)
+	FaultGarbage                  // undecodable outputs (GarbageAfterSteps)
+	FaultStall                    // stop reading and stepping (StallAfterSteps)
+)
 
 // DefaultConfig: rank 0 of 1, a step every 10 ms, one token per step.
 func DefaultConfig() Config {
