@@ -132,8 +132,10 @@ func (d *Dispatcher) rescue(r *request, e *engine, cause error, oc outcome, abor
 	why, mo := "", moveMoved
 	var req *wire.EngineCoreRequest
 	switch {
-	case d.closed.Load() || d.draining.Load():
-		why, mo = "the dispatcher is shutting down", moveNoEngine
+	case d.closed.Load():
+		// Drain does not stop a move: the request is in flight, and Drain waits
+		// for it to finish wherever it runs.
+		why, mo = "the dispatcher is closed", moveNoEngine
 	case r.moves >= d.cfg.MaxMigrations:
 		why, mo = fmt.Sprintf("moved %d times already (--max-migrations %d)", r.moves, d.cfg.MaxMigrations), moveLimit
 	default:

@@ -284,3 +284,36 @@ func TestMigrateContextNoLongerFits(t *testing.T) {
 		t.Error("not counted")
 	}
 }
+
+// MigratePinned lets a pinned request move (to any rank); during Drain requests
+// still move, and Drain waits for them on their new rank.
+func TestMigratePinnedAndDuringDrain(t *testing.T) {
+	h := newHarness(t, Config{MigratePinned: true}, 0, 1)
+	s, err := h.d.Submit(context.Background(), pinned("pin", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.next(t, wire.RequestAdd)
+	drained := make(chan error, 1)
+	go func() { drained <- h.d.Drain(context.Background()) }()
+	for !h.d.draining.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	h.d.EngineDown(0, errors.New("dead"))
+	add := h.s.next(t, wire.RequestAdd)
+	if add.rank != 1 || add.add.DataParallelRank.Valid {
+		t.Fatalf("moved to %d, pin %v", add.rank, add.add.DataParallelRank)
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned %v with the request still running on rank 1", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.d.HandleOutputs(1, batch(1, finOut(add.add.RequestID, wire.FinishLength, 9)))
+	if _, err := recvAll(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+}
