@@ -99,3 +99,33 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 		})
 	}
 }
+
+// On the msgpack protocol a moved request keeps arriving under the client's own id,
+// and a client ABORT afterwards reaches the new engine under the new engine id.
+func TestClientProtocolEngineDownMigrates(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	h.f.hold.Store(true)
+	h.add(t, "r1", 4, wire.OptInt{})
+	first := <-h.f.adds
+	o := h.nextOutputs(t)
+	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "r1" || !slices.Equal(o.Outputs[0].NewTokenIDs, []int64{100}) {
+		t.Fatalf("first output %+v", o.Outputs)
+	}
+	rank := 0
+	if st := h.f.d.Engines(); st[1].InFlight == 1 {
+		rank = 1
+	}
+	h.f.d.EngineDown(rank, errors.New("killed"))
+	moved := <-h.f.adds
+	if !slices.Equal(moved.PromptTokenIDs, []int64{1, 2, 100}) || moved.Sampling.MaxTokens.Value != 3 || moved.RequestID == first.RequestID {
+		t.Fatalf("continuation %q %v max %v", moved.RequestID, moved.PromptTokenIDs, moved.Sampling.MaxTokens)
+	}
+	o = h.nextOutputs(t) // the held engine's one token (100 again: the fake restarts its count)
+	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "r1" || o.Outputs[0].Finished() {
+		t.Fatalf("after the move: %+v", o.Outputs)
+	}
+	if err := h.cli.Send([]byte{wire.RequestAbort}, wire.AppendAbort(nil, []string{"r1"})); err != nil {
+		t.Fatal(err)
+	}
+	h.f.expectAbort(t, moved.RequestID)
+}
