@@ -17,19 +17,34 @@ type abortQueue struct {
 
 type abortGroup struct {
 	eng  *engine
-	reqs []*request
+	reqs []abortEntry
 }
 
-func (q *abortQueue) add(r *request) {
+// abortEntry is one id to abort at an engine. free: the request has ended and its
+// ids are released once the ABORT is out; a migrated request's old engine id (the
+// request lives on elsewhere) is not.
+type abortEntry struct {
+	r    *request
+	id   string
+	free bool
+}
+
+// add queues the ABORT of a request that has ended, at its engine. Caller has
+// made r terminal (r.eng and r.engID no longer change).
+func (q *abortQueue) add(r *request) { q.addID(r.eng, r, r.engID, true) }
+
+// addID queues the ABORT of id at eng on behalf of r.
+func (q *abortQueue) addID(eng *engine, r *request, id string, free bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	ent := abortEntry{r: r, id: id, free: free}
 	for i := range q.groups {
-		if q.groups[i].eng == r.eng {
-			q.groups[i].reqs = append(q.groups[i].reqs, r)
+		if q.groups[i].eng == eng {
+			q.groups[i].reqs = append(q.groups[i].reqs, ent)
 			return
 		}
 	}
-	q.groups = append(q.groups, abortGroup{eng: r.eng, reqs: []*request{r}})
+	q.groups = append(q.groups, abortGroup{eng: eng, reqs: []abortEntry{ent}})
 }
 
 // take empties the queue and returns what it held.
@@ -130,8 +145,8 @@ func (d *Dispatcher) flushAborts() {
 	for _, g := range d.aborts.take() {
 		if g.eng.up.Load() {
 			ids := make([]string, len(g.reqs))
-			for i, r := range g.reqs {
-				ids[i] = r.id
+			for i, ent := range g.reqs {
+				ids[i] = ent.id
 			}
 			body := wire.AppendAbort(wire.GetBuffer(), ids)
 			if err := d.sender.Send(g.eng.rank, wire.RequestAbort, body, nil); err != nil {
@@ -140,13 +155,24 @@ func (d *Dispatcher) flushAborts() {
 		}
 		// Only now may the ids be reused: an ADD with the same id can no longer reach
 		// the engine ahead of the ABORT (frames to one rank keep their order).
-		for _, r := range g.reqs {
-			d.table.Compute(r.id, func(old *request, loaded bool) (*request, xsync.ComputeOp) {
-				if loaded && old == r {
-					return nil, xsync.DeleteOp
-				}
-				return old, xsync.CancelOp
-			})
+		for _, ent := range g.reqs {
+			if !ent.free {
+				continue
+			}
+			d.freeID(ent.r, ent.r.id)
+			if ent.id != ent.r.id {
+				d.freeID(ent.r, ent.id)
+			}
 		}
 	}
+}
+
+// freeID removes id from the table if it still maps to r.
+func (d *Dispatcher) freeID(r *request, id string) {
+	d.table.Compute(id, func(old *request, loaded bool) (*request, xsync.ComputeOp) {
+		if loaded && old == r {
+			return nil, xsync.DeleteOp
+		}
+		return old, xsync.CancelOp
+	})
 }

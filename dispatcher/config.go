@@ -98,6 +98,12 @@ type Config struct {
 	// work, its requests fail with *EngineStalledError, routable again when
 	// it speaks. 0 = off (CheckStalls may still be called by hand).
 	StallTimeout time.Duration
+	// MaxMigrations is how many times one request may move to another rank when
+	// its engine is lost (migrate.go). 0 means 3; negative turns migration off.
+	MaxMigrations int
+	// MigratePinned lets a request pinned with data_parallel_rank move too (to any
+	// rank); by default it fails with its engine.
+	MigratePinned bool
 }
 
 // DefaultConfig returns the configuration New uses for zero fields.
@@ -107,6 +113,7 @@ func DefaultConfig() Config {
 		StreamBuffer:   256,
 		UtilityTimeout: 60 * time.Second,
 		StatsMaxAge:    time.Second,
+		MaxMigrations:  3,
 	}
 }
 
@@ -150,6 +157,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatsMaxAge == 0 {
 		c.StatsMaxAge = def.StatsMaxAge
+	}
+	if c.MaxMigrations == 0 {
+		c.MaxMigrations = def.MaxMigrations
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -32,6 +32,7 @@ type Dispatcher struct {
 	engines atomic.Pointer[engineSet]
 	engMu   sync.Mutex // serialises engine-set copy-and-swap (cold path)
 	seq     atomic.Uint64
+	moveSeq atomic.Uint64 // fresh engine ids of migrated requests
 	anon    atomic.Uint64 // client keys of requests submitted without WithClient
 
 	aborts      abortQueue
@@ -95,8 +96,10 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 // chooses its rank (req.DataParallelRank pins one), encodes the ADD and hands it to
 // the Sender. The request id must not be live: a duplicate gets *DuplicateRequestId
 // and nothing is sent. Cancelling ctx, Stream.Close or dropping the Stream aborts the
-// request at its engine. Submit may modify req's stamped fields and keeps no
-// reference to it after returning.
+// request at its engine. Submit may modify req's stamped fields; when migration is
+// on (Config.MaxMigrations) it keeps req until the request ends, so the caller must
+// not modify req afterwards (a lost engine's request is resubmitted from it, see
+// migrate.go). SubmitFunc and SubmitFuncContext keep it the same way.
 func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -131,7 +134,7 @@ func (d *Dispatcher) SubmitFunc(req *wire.EngineCoreRequest,
 	if err := d.submit(req, r, nil); err != nil {
 		return -1, err
 	}
-	return r.eng.rank, nil
+	return r.rank(), nil
 }
 
 // SubmitFuncContext is SubmitFunc whose ADD may wait for room in a full
@@ -147,7 +150,7 @@ func (d *Dispatcher) SubmitFuncContext(ctx context.Context, req *wire.EngineCore
 	if err := d.submit(req, r, nil); err != nil {
 		return -1, err
 	}
-	return r.eng.rank, nil
+	return r.rank(), nil
 }
 
 // submit is the dispatch path shared by Submit and SubmitFunc. ctx, when non-nil, is
@@ -163,7 +166,10 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	if err := validateRequest(req); err != nil {
 		return err
 	}
-	r.id, r.start = req.RequestID, start
+	r.id, r.engID, r.start = req.RequestID, req.RequestID, start
+	if d.migrating(req) {
+		r.migrating, r.orig = true, req
+	}
 	// An engine that refuses the ADD (dead or stuck, and not yet reported down) costs
 	// an unpinned request nothing: nothing reached it, so try the next best engine.
 	var skipStack [8]*engine
@@ -360,7 +366,7 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 // Caller holds r.mu.
 func (d *Dispatcher) rollbackLocked(r *request, oc outcome) {
 	r.done = true
-	d.table.Delete(r.id)
+	d.unlist(r)
 	r.eng.inFlight.Add(-1)
 	if oc != noOutcome {
 		r.eng.m.outcomes[oc].Inc()

@@ -45,10 +45,12 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	d.log.Info("dispatcher: engine rejoined", "rank", rank, "max_model_len", lim.MaxModelLen)
 }
 
-// EngineDown marks rank unusable and fails each of its in-flight requests with a
-// *RequestFailedError whose Cause is an *EngineDownError naming the rank and err.
-// Its pending utility calls fail the same way. No ABORT is sent to it. Requests on
-// other ranks are untouched. The rank is never chosen again until EngineUp.
+// EngineDown marks rank unusable and moves each of its in-flight requests to
+// another rank (migrate.go); one that cannot move fails with a *RequestFailedError
+// whose Cause is an *EngineDownError naming the rank and err (wrapped in a
+// *MigrationError saying why when a move was tried). Its pending utility calls
+// fail the same way. No ABORT is sent to it. Requests on other ranks are
+// untouched. The rank is never chosen again until EngineUp.
 func (d *Dispatcher) EngineDown(rank int, err error) {
 	e := d.engines.Load().find(rank)
 	if e == nil {
@@ -68,9 +70,7 @@ func (d *Dispatcher) EngineDown(rank int, err error) {
 	d.groupRankDown(rank, err) // the rest of its lockstep group, if any
 	cause := &EngineDownError{Rank: rank, Cause: err}
 	for _, r := range d.table.All() {
-		if r.eng == e {
-			d.fail(r, cause, outcomeEngineDown)
-		}
+		d.rescue(r, e, cause, outcomeEngineDown, false) // r's own lock decides whether it is e's
 	}
 	d.util.failRank(rank, cause)
 	// Aborts queued for it are dropped by the next flush; free their ids now.
@@ -105,11 +105,12 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	for i := range outs.Outputs {
 		o := &outs.Outputs[i]
 		r, ok := d.table.Load(o.RequestID)
-		if !ok || r.eng != e {
+		if !ok {
 			continue // aborted, failed, or never ours: the engine may lag behind us
 		}
-		tokens += len(o.NewTokenIDs)
-		d.deliverOutput(r, o, now, &ttft, &itl)
+		if d.deliverOutput(r, e, o, now, &ttft, &itl) {
+			tokens += len(o.NewTokenIDs)
+		}
 	}
 	if tokens > 0 {
 		e.m.tokens.Add(float64(tokens))
@@ -121,7 +122,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 	// Outputs come first: an id whose final output was in this message is gone by now.
 	for _, id := range outs.FinishedRequests {
-		if r, ok := d.table.Load(id); ok && r.eng == e {
+		if r, ok := d.table.Load(id); ok && r.owns(e, id) {
 			d.fail(r, ErrNoFinalOutput, outcomeNoFinalOutput)
 		}
 	}
@@ -130,16 +131,22 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 }
 
-// deliverOutput hands one output to r's stream or callback; a finished output ends r.
-// A stream whose buffer is full is ended with *SlowConsumerError and aborted at the
-// engine, so the output loop moves on at once.
-func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now time.Time, ttft, itl *histBatch) {
+// deliverOutput hands one output from e to r's stream or callback; a finished output
+// ends r. It reports false, delivering nothing, when r has ended or is no longer on e
+// under the output's id (it moved: a late output of the lost engine). A stream whose
+// buffer is full is ended with *SlowConsumerError and aborted at the engine, so the
+// output loop moves on at once.
+func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutput, now time.Time, ttft, itl *histBatch) bool {
 	r.mu.Lock()
-	if r.done {
+	if r.done || r.eng != e || r.engID != o.RequestID {
 		r.mu.Unlock()
-		return
+		return false
 	}
 	if len(o.NewTokenIDs) > 0 {
+		if !r.movedAt.IsZero() {
+			d.m.moveDelay.Observe(now.Sub(r.movedAt).Seconds())
+			r.movedAt = time.Time{}
+		}
 		if !r.got1st {
 			r.got1st = true
 			ttft.observe(now.Sub(r.start).Seconds())
@@ -150,6 +157,12 @@ func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now tim
 	}
 	fin := o.Finished()
 	if r.deliver != nil {
+		if r.migrating {
+			r.tokens = append(r.tokens, o.NewTokenIDs...)
+		}
+		if r.moves > 0 {
+			o.RequestID = r.id // the caller's id, not the engine's
+		}
 		r.deliver(r.eng.rank, o, nil)
 	} else if !r.pushLocked(o) {
 		r.done, r.aborting = true, true
@@ -157,18 +170,22 @@ func (d *Dispatcher) deliverOutput(r *request, o *wire.EngineCoreOutput, now tim
 		stop := r.stopWatch
 		r.mu.Unlock()
 		d.settle(r, stop, outcomeSlowConsumer, true, true)
-		return
+		return true
 	}
 	if !fin {
 		r.mu.Unlock()
 		r.wake()
-		return
+		return true
 	}
 	r.done = true
-	d.table.Delete(r.id)
+	d.unlist(r)
+	if r.moves > 0 {
+		d.m.saved.Inc()
+	}
 	stop := r.stopWatch
 	r.mu.Unlock()
 	d.settle(r, stop, finishOutcome(o.FinishReason), false, false)
+	return true
 }
 
 // fail ends r with a *RequestFailedError when the engine no longer holds it (it died,
@@ -180,7 +197,7 @@ func (d *Dispatcher) fail(r *request, cause error, oc outcome) {
 		return
 	}
 	r.done = true
-	d.table.Delete(r.id)
+	d.unlist(r)
 	err := &RequestFailedError{ID: r.id, Rank: r.eng.rank, Cause: cause}
 	if r.deliver != nil {
 		r.deliver(r.eng.rank, nil, err)

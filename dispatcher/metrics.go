@@ -59,6 +59,9 @@ type metrics struct {
 	tokens     *prometheus.CounterVec
 	engineLoad *engineCollector
 	stalls     prometheus.Counter
+	migrations *prometheus.CounterVec // by cause and outcome; cold path
+	saved      prometheus.Counter
+	moveDelay  prometheus.Histogram
 }
 
 type engineMetrics struct {
@@ -96,11 +99,24 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "switchyard_engine_stalls_total",
 			Help: "Engines marked stalled: requests in flight and no output or scheduler stats for the stall timeout.",
 		}),
+		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_migrations_total",
+			Help: "Requests moved off an engine, by cause (engine_down, engine_stalled, drain) and outcome (moved, limit, unmovable, no_engine).",
+		}, []string{"cause", "outcome"}),
+		saved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_migrated_requests_finished_total",
+			Help: "Requests that finished normally after moving off a lost engine at least once.",
+		}),
+		moveDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchyard_migration_delay_seconds",
+			Help:    "Time from a request's move until the first token from its new engine: the delay a move added.",
+			Buckets: latencyBuckets[:],
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad, m.stalls} {
+	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad, m.stalls, m.migrations, m.saved, m.moveDelay} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -36,6 +36,7 @@ type simEngine struct {
 type simMsg struct {
 	id        string
 	maxTokens int64
+	start     int64 // tokens already generated: a migrated request's prompt carries them
 	abort     []string
 }
 
@@ -60,7 +61,7 @@ func (e *simEngine) run() {
 			delete(live, id)
 		}
 		if m.id != "" {
-			live[m.id] = &simReq{id: m.id, max: m.maxTokens}
+			live[m.id] = &simReq{id: m.id, next: m.start, max: m.start + m.maxTokens}
 		}
 	}
 	for {
@@ -144,7 +145,9 @@ func (s *simSender) Send(rank int, typ byte, body []byte, aux [][]byte) error {
 		if err := wire.DecodeAdd(append([][]byte{body}, aux...), &req); err != nil {
 			return err
 		}
-		m = simMsg{id: req.RequestID, maxTokens: req.Sampling.MaxTokens.Value}
+		// Token k of a request is k: one whose prompt (mkReq's three tokens) carries
+		// k delivered tokens continues from k, as a migrated request must.
+		m = simMsg{id: req.RequestID, maxTokens: req.Sampling.MaxTokens.Value, start: int64(len(req.PromptTokenIDs) - 3)}
 		if s.sentAt != nil {
 			s.sentAt.Store(req.RequestID, entered)
 		}
@@ -328,8 +331,31 @@ func TestSim10kRequestsOver4Engines(t *testing.T) {
 	t.Logf("spread %v", perRank)
 }
 
+// Rank 2 dies mid-run: its requests move to the other ranks and continue in order
+// (the sim engines continue a migrated request's sequence), so none fails.
 func TestSimEngineKilledMidRun(t *testing.T) {
 	s := newSim(t, Config{}, 4)
+	const n = 4000
+	results := runLoad(t, s, n, 256, func() { s.killEngine(2) })
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("request %d (submitted to rank %d) failed with %v; rank 2's should have moved", i, r.rank, r.err)
+		}
+		if want := int64(1 + i%17); r.tokens != want {
+			t.Fatalf("request %d got %d tokens, want %d", i, r.tokens, want)
+		}
+	}
+	if st := s.d.Engines(); st[2].State != EngineStateDown || st[2].InFlight != 0 {
+		t.Errorf("rank 2 status %+v", st[2])
+	}
+	if s.d.InFlight() != 0 {
+		t.Errorf("%d still in flight", s.d.InFlight())
+	}
+}
+
+// With migration off, rank 2's requests fail naming it, and only those.
+func TestSimEngineKilledMidRunNoMigration(t *testing.T) {
+	s := newSim(t, Config{MaxMigrations: -1}, 4)
 	const n = 4000
 	results := runLoad(t, s, n, 256, func() { s.killEngine(2) })
 	failed := 0
@@ -345,12 +371,6 @@ func TestSimEngineKilledMidRun(t *testing.T) {
 		if !errors.As(r.err, &down) || down.Rank != 2 || r.rank != 2 && r.rank != -1 {
 			t.Fatalf("request %d on rank %d failed with %v; only rank 2's may fail", i, r.rank, r.err)
 		}
-	}
-	if failed == 0 {
-		t.Log("the kill landed when rank 2 had nothing in flight")
-	}
-	if st := s.d.Engines(); st[2].State != EngineStateDown || st[2].InFlight != 0 {
-		t.Errorf("rank 2 status %+v", st[2])
 	}
 	t.Logf("%d of %d failed, all on rank 2", failed, n)
 }

@@ -12,8 +12,8 @@ import (
 // and least-loaded keeps sending it new work once its in-flight count drops.
 // An engine with requests in flight that has sent neither an output nor
 // scheduler stats for Config.StallTimeout is stalled: it gets no new work,
-// its in-flight requests fail with *EngineStalledError (and are aborted at
-// it, in case it wakes up), and it is routable again as soon as it speaks.
+// its in-flight requests move to another rank (migrate.go) or fail with
+// *EngineStalledError (and are aborted at it, in case it wakes up), and it is routable again as soon as it speaks.
 //
 // The rule is a pure function of the clock readings below; CheckStalls feeds
 // it the time, and a ticker in the dispatcher (or a test) calls it.
@@ -85,10 +85,9 @@ func (d *Dispatcher) CheckStalls(now time.Time) []int {
 				"rank", e.rank, "silent", silent, "in_flight", e.inFlight.Load(), "stall_timeout", d.cfg.StallTimeout)
 			cause := &EngineStalledError{Rank: e.rank, Silent: silent}
 			for _, r := range d.table.All() {
-				if r.eng == e {
-					// The engine may still hold the request: abort it there too.
-					d.abortOne(r, cause, outcomeStalled, false)
-				}
+				// Moved or failed (r's own lock decides whether it is e's); the
+				// engine may still hold the request: abort it there too.
+				d.rescue(r, e, cause, outcomeStalled, true)
 			}
 			d.kickAborter()
 			d.probeStalled(e, ns)

@@ -49,11 +49,20 @@ type Stream struct {
 
 const streamPad = 120
 
-// ID returns the request id the engine knows the request by.
+// ID returns the request id given to Submit. The engine knows the request by it
+// until the request migrates (then by a fresh id the caller never sees).
 func (s *Stream) ID() string { return s.r.id }
 
-// Rank returns the data-parallel rank the request was sent to.
-func (s *Stream) Rank() int { return s.r.eng.rank }
+// Rank returns the data-parallel rank the request is on (it changes when the
+// request migrates).
+func (s *Stream) Rank() int { return s.r.rank() }
+
+// rank is the rank r is on now (it changes when r moves).
+func (r *request) rank() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.eng.rank
+}
 
 // Recv returns the next output. After the output with Finish set it returns io.EOF.
 // A request that ends without one returns its buffered outputs first, then the error:
@@ -98,9 +107,12 @@ func (s *Stream) Close() {
 // mu orders every delivery and the single terminal transition, whichever goroutine
 // (engine receive loop, aborting client, EngineDown, Close) gets there first.
 type request struct {
-	id  string
+	id  string // the caller's id
 	d   *Dispatcher
 	eng *engine
+	// engID is the id r's engine knows it by: id, or a fresh one after a move
+	// (migrate.go). The table holds r under both.
+	engID string
 
 	// deliver is SubmitFunc's callback; nil for a Stream.
 	deliver func(rank int, out *wire.EngineCoreOutput, err error)
@@ -124,6 +136,14 @@ type request struct {
 	got1st   bool
 	notify   chan struct{} // Stream: cap 1, poked after each delivery
 	bufLimit int
+
+	// Migration (migrate.go). migrating: a lost engine's request moves rather than
+	// fails; orig is the request as submitted (the caller's own: it does not
+	// touch it afterwards) and tokens (for a callback too) every delivered token.
+	migrating bool
+	orig      *wire.EngineCoreRequest
+	moves     int
+	movedAt   time.Time // the last move, until its first output: the delay it added
 }
 
 // submitCtx is the context an ADD may wait under: Submit's, or

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/mockengine"
 )
 
 // admin POSTs to an admin endpoint and returns the status and body.
@@ -106,9 +109,6 @@ func TestDrainUnderLoad(t *testing.T) {
 	if code, body := s.admin(t, "/v1/engines/1/drain"); code != 401 {
 		t.Errorf("drain without the token: %d %s", code, body)
 	}
-	if code, body := s.admin(t, "/v1/engines/1/drain?migrate=true", auth...); code != 501 {
-		t.Errorf("drain?migrate=true: %d %s", code, body)
-	}
 	code, body := s.admin(t, "/v1/engines/1/drain", auth...)
 	if code != 200 || !strings.Contains(body, `"state":"draining"`) {
 		t.Fatalf("drain: %d %s", code, body)
@@ -161,4 +161,133 @@ func TestDrainUnderLoad(t *testing.T) {
 	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
 		t.Errorf("serve exit code %d after SIGTERM", code)
 	}
+}
+
+// The operator's upgrade of one engine with zero failed requests: under load, drain
+// rank 1 with migrate=true (its in-flight requests move to rank 0 at once and go on
+// streaming there), stop and restart it, undrain it. Every request finishes once with
+// exactly its uninterrupted tokens.
+func TestDrainMigrateAndRestartUnderLoad(t *testing.T) {
+	s := startServe(t, "--handshake-address", "tcp://127.0.0.1:0", "--data-parallel-size", "2",
+		"--engine-transport", "tcp", "--admin-token", "adm")
+	startEngine(t, s.handshake, 0, 2)
+	victim := startEngine(t, s.handshake, 1, 2)
+	eventually(t, 20*time.Second, "both engines ready", func() bool { return ready(t, s, 0) && ready(t, s, 1) })
+	auth := []string{"Authorization", "Bearer adm"}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var ok, failed atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	fail := func(msg string) {
+		failed.Add(1)
+		mu.Lock()
+		failures = append(failures, msg)
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				prompt := []int64{int64(w + 1), int64(i + 1)}
+				stream := i%2 == 0
+				body := fmt.Sprintf(`{"prompt": [%d, %d], "max_tokens": 60, "stream": %v}`, prompt[0], prompt[1], stream)
+				resp, b, err := s.post(ctx, body)
+				if err != nil || resp.StatusCode != 200 {
+					fail(fmt.Sprintf("%v %v %s", err, resp, b))
+					continue
+				}
+				var toks []int64
+				if stream {
+					st := foldStream(t, b)
+					if len(st.errors) > 0 || !st.done {
+						fail(fmt.Sprintf("stream errors %v", st.errors))
+						continue
+					}
+					toks = st.tokens[0]
+				} else {
+					var c completion
+					if json.Unmarshal(b, &c) != nil || len(c.Choices) != 1 {
+						fail(string(b))
+						continue
+					}
+					toks = c.Choices[0].TokenIDs
+				}
+				if want := mockengine.TokensFor(prompt, 60); !slices.Equal(toks, want) {
+					fail(fmt.Sprintf("prompt %v: %d tokens, not the uninterrupted sequence", prompt, len(toks)))
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "rank 1 loaded", func() bool {
+		for _, e := range s.drainViews(t) {
+			if e.Rank == 1 && e.InFlight >= 2 {
+				return true
+			}
+		}
+		return false
+	})
+	code, body := s.admin(t, "/v1/engines/1/drain?migrate=true", auth...)
+	var res struct {
+		Moved    int    `json:"moved"`
+		Stayed   int    `json:"stayed"`
+		State    string `json:"state"`
+		InFlight int64  `json:"in_flight"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Moved < 1 || res.State != "draining" {
+		t.Fatalf("drain?migrate=true: %d %s", code, body)
+	}
+	eventually(t, 5*time.Second, "rank 1 empty", func() bool {
+		for _, e := range s.drainViews(t) {
+			if e.Rank == 1 {
+				return e.InFlight == 0
+			}
+		}
+		return false
+	})
+	// The upgrade: stop the engine, start it again, undrain.
+	if code := victim.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("engine exit code %d", code)
+	}
+	startEngine(t, s.handshake, 1, 2)
+	eventually(t, 20*time.Second, "rank 1 back", func() bool { return ready(t, s, 1) || drainingUp(t, s, 1) })
+	if code, body := s.admin(t, "/v1/engines/1/undrain", auth...); code != 200 {
+		t.Fatalf("undrain: %d %s", code, body)
+	}
+	eventually(t, 10*time.Second, "rank 1 takes requests again", func() bool {
+		for _, e := range s.drainViews(t) {
+			if e.Rank == 1 {
+				return e.InFlight > 0
+			}
+		}
+		return false
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("drain with migrate and restart under load: %d requests ok, %d failed, %d moved off rank 1, %d stayed",
+		ok.Load(), failed.Load(), res.Moved, res.Stayed)
+	if failed.Load() != 0 {
+		t.Errorf("%d failed requests: %q", failed.Load(), failures)
+	}
+}
+
+// drainingUp: rank is connected and draining (a draining rank is not "ready").
+func drainingUp(t *testing.T, s *server, rank int) bool {
+	for _, e := range s.drainViews(t) {
+		if e.Rank == rank {
+			return e.State == "draining"
+		}
+	}
+	return false
 }

@@ -89,7 +89,7 @@ func TestMixedFleetEveryLayout(t *testing.T) {
 	for rank := range n {
 		r := strconv.Itoa(rank)
 		// A completion pinned to the rank: exact tokens (the mock's tokens follow the
-		// engine request id, the response id + "-0").
+		// prompt, see tokensFor).
 		resp, body, err := s.post(ctx, `{"prompt": [1, 2, 3], "max_tokens": 5}`, "X-data-parallel-rank", r)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("rank %d completion: %v %s", rank, err, body)
@@ -154,13 +154,9 @@ func TestMixedFleetEveryLayout(t *testing.T) {
 	}
 }
 
-func tokensFor(id string, n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = mockengine.TokenFor(id, i)
-	}
-	return out
-}
+// tokensFor is the mock engine's uninterrupted stream for the prompt [1, 2, 3] every
+// request here carries (the mock's tokens follow the sequence, not the id).
+func tokensFor(_ string, n int) []int64 { return mockengine.TokensFor([]int64{1, 2, 3}, n) }
 
 // An engine that reports a vLLM version no layout covers is refused at the handshake
 // with one log line and a /v1/engines entry naming its version, the known layouts

@@ -186,13 +186,9 @@ func addBodyLayout(t testing.TB, l *wire.Layout, id string, maxTokens int64, mut
 	return body
 }
 
-func expectedTokens(id string, n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = mockengine.TokenFor(id, i)
-	}
-	return out
-}
+// expectedTokens is the mock engine's uninterrupted stream for the prompt [1, 2, 3] every
+// request here carries (the mock's tokens follow the sequence, not the id).
+func expectedTokens(_ string, n int) []int64 { return mockengine.TokensFor([]int64{1, 2, 3}, n) }
 
 func errIs[T error](err error) bool {
 	var target T

@@ -2,8 +2,9 @@
 // headless `vllm serve --headless` engine: the handshake (HELLO, INIT, registration on
 // every input, READY), strict decoding of every request, one EngineCoreOutputs per
 // step with scheduler_stats, the common utility calls, ENGINE_CORE_DEAD on a
-// duplicate live request id, and faults on demand. Tokens are deterministic
-// (TokenFor) so tests can check exact outputs.
+// duplicate live request id, and faults on demand. Tokens are a deterministic
+// function of the sequence so far (TokenAfter, TokensFor) so tests can check exact
+// outputs, also of a request that moved between engines.
 //
 // Every ADD goes through wire.EngineAccepts, vLLM's own decode-time checks (not
 // switchyard's stricter Validate): where a real engine's input thread would die
@@ -46,6 +47,9 @@ type Config struct {
 	// group is alive, as a MoE rank blocks in its collective when a peer dies.
 	// Every rank of the group must be given the same directory.
 	LockstepDir string
+	// FaultNow triggers a fault at run time (the mock-engine command feeds it
+	// from signals): it takes effect at the next step. Nil = none.
+	FaultNow <-chan Fault
 	// Layout is the vLLM release whose wire layout the engine speaks: its
 	// registration and READY, how it decodes ADDs and encodes outputs, the finish
 	// reasons it has and which EngineCore methods it answers. Nil = the native
@@ -64,6 +68,17 @@ type Faults struct {
 	SkipReady         bool // never send READY
 	EmptyRegistration bool // register with an empty frame whatever the layout (a registration shape its layout does not have)
 }
+
+// Fault is a fault triggered at run time through Config.FaultNow.
+type Fault int
+
+// Faults that can be triggered at run time: the step after the trigger behaves as
+// the matching Faults field says.
+const (
+	FaultDie     Fault = iota + 1 // ENGINE_CORE_DEAD, then exit (DieAfterSteps)
+	FaultGarbage                  // undecodable outputs (GarbageAfterSteps)
+	FaultStall                    // stop reading and stepping (StallAfterSteps)
+)
 
 // DefaultConfig: rank 0 of 1, a step every 10 ms, one token per step.
 func DefaultConfig() Config {

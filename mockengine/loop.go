@@ -226,6 +226,19 @@ func (e *engine) send(client int64, o *wire.EngineCoreOutputs) error {
 // step runs one scheduler step and sends one EngineCoreOutputs per client, with the
 // scheduler stats on the first. Faults trigger here.
 func (e *engine) step(ctx context.Context) error {
+	select {
+	case k := <-e.cfg.FaultNow:
+		now := max(e.steps, 1)
+		switch k {
+		case FaultDie:
+			e.cfg.Faults.DieAfterSteps = now
+		case FaultGarbage:
+			e.cfg.Faults.GarbageAfterSteps = now
+		case FaultStall:
+			e.cfg.Faults.StallAfterSteps = now
+		}
+	default:
+	}
 	f := e.cfg.Faults
 	switch n := e.steps; {
 	case f.DieAfterSteps > 0 && n >= f.DieAfterSteps:

@@ -42,17 +42,12 @@ func run(t *testing.T, s *Scheduler) (map[string][]int64, map[string]wire.Finish
 	return toks, fin, stop
 }
 
-func stream(id string, n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = TokenFor(id, i)
-	}
-	return out
-}
+// stream is the uninterrupted token stream of add's prompt (the id does not matter).
+func stream(_ string, n int) []int64 { return TokensFor([]int64{1, 2, 3}, n) }
 
 func TestSchedulerStopRules(t *testing.T) {
-	eosAt := TokenFor("eos", 3)
-	stopAt := TokenFor("stop", 2)
+	eosAt := stream("eos", 4)[3]
+	stopAt := stream("stop", 3)[2]
 	tests := []struct {
 		name       string
 		req        *wire.EngineCoreRequest
@@ -86,7 +81,7 @@ func TestSchedulerStopRules(t *testing.T) {
 
 // min_tokens masks EOS: a stop token sampled before it is replaced.
 func TestSchedulerMinTokens(t *testing.T) {
-	eos := TokenFor("m", 1)
+	eos := stream("m", 2)[1]
 	s := NewScheduler(1, 0, 8)
 	s.Add(add("m", 10, func(p *wire.SamplingParams) {
 		p.EOSTokenID = wire.SomeInt(eos)
@@ -213,5 +208,26 @@ func TestEngineOverSockets(t *testing.T) {
 				t.Fatalf("run returned %v", err)
 			}
 		})
+	}
+}
+
+// A request resubmitted with its prompt plus the tokens it already produced, and
+// max_tokens reduced by as many, continues the uninterrupted stream exactly: what
+// a migration relies on.
+func TestSchedulerContinuesAMovedSequence(t *testing.T) {
+	prompt := []int64{7, 8, 9, 10}
+	want := TokensFor(prompt, 12)
+	for cut := range 12 {
+		s := NewScheduler(1, 0, 8)
+		sp := wire.DefaultSamplingParams()
+		sp.MaxTokens = wire.SomeInt(int64(12 - cut))
+		s.Add(&wire.EngineCoreRequest{RequestID: "moved", PromptTokenIDs: append(slices.Clone(prompt), want[:cut]...), Sampling: &sp})
+		toks, _, _ := run(t, s)
+		if got := append(slices.Clone(want[:cut]), toks["moved"]...); !slices.Equal(got, want) {
+			t.Fatalf("cut at %d: got %v, want %v", cut, got, want)
+		}
+	}
+	if TokenAfter(append(slices.Clone(prompt), want[:5]...)) != want[5] {
+		t.Fatal("TokenAfter disagrees with TokensFor")
 	}
 }

@@ -3,7 +3,6 @@ package mockengine
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
 	"github.com/switchyard-llm/switchyard/wire"
@@ -13,17 +12,60 @@ import (
 // scheduler asserts on this in its busy loop and dies with ENGINE_CORE_DEAD.
 var ErrDuplicateRequest = errors.New("mockengine: duplicate request id")
 
-// TokenFor is the deterministic token stream: the index-th token (0-based) generated
-// for requestID. Values lie in [100, 30100), so tests can pick EOS or stop ids that
-// do or do not occur.
-func TokenFor(requestID string, index int) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(requestID))
-	x := h.Sum64() ^ (uint64(index)+1)*0x9e3779b97f4a7c15
+// The token stream is a deterministic function of the whole sequence so far: the
+// next token follows from the prompt and every token generated before it, never from
+// the request id. A request resubmitted elsewhere with prompt = its original prompt
+// plus the tokens it already produced (a migration) therefore continues exactly as
+// if it had never moved, like greedy decoding on a real model. Values lie in
+// [100, 30100), so tests can pick EOS or stop ids that do or do not occur.
+//
+// The sequence is folded into a running hash, one token at a time (seqHash); the
+// next token is drawn from the hash (tokenOf). The scheduler keeps each request's
+// hash, so a step costs O(1) per token.
+
+// seqSeed is the hash of the empty sequence.
+const seqSeed uint64 = 0x6a09e667f3bcc908
+
+// seqHash folds tok into h.
+func seqHash(h uint64, tok int64) uint64 {
+	x := h ^ (uint64(tok)+1)*0x9e3779b97f4a7c15
 	x ^= x >> 31
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 29
+	x *= 0x94d049bb133111eb
+	return x ^ x>>32
+}
+
+// tokenOf draws the next token from a sequence hash.
+func tokenOf(h uint64) int64 {
+	x := h * 0xd6e8feb86659fd93
+	x ^= x >> 32
 	return 100 + int64(x%30000)
+}
+
+// TokenAfter is the token the mock generates after seq (prompt followed by the
+// tokens generated so far), before any min_tokens masking.
+func TokenAfter(seq []int64) int64 {
+	h := seqSeed
+	for _, t := range seq {
+		h = seqHash(h, t)
+	}
+	return tokenOf(h)
+}
+
+// TokensFor is the first n tokens the mock generates for prompt, absent stop
+// rules: what an uninterrupted request with ignore_eos and max_tokens n produces.
+func TokensFor(prompt []int64, n int) []int64 {
+	h := seqSeed
+	for _, t := range prompt {
+		h = seqHash(h, t)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = tokenOf(h)
+		h = seqHash(h, out[i])
+	}
+	return out
 }
 
 // maskedToken replaces a stop/EOS token sampled before min_tokens, as vLLM's
@@ -55,6 +97,7 @@ type request struct {
 	stopTokens []int64
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
 	resumable  bool    // a same-id ADD continues it instead of being fatal
+	hash       uint64  // seqHash of the prompt and every token generated so far
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -98,7 +141,10 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	if r.AbortImmediately {
 		return nil
 	}
-	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed}
+	for _, t := range r.PromptTokenIDs {
+		q.hash = seqHash(q.hash, t)
+	}
 	if sp := r.Sampling; sp != nil {
 		if sp.MaxTokens.Valid {
 			q.maxTokens = sp.MaxTokens.Value
@@ -143,10 +189,11 @@ func (s *Scheduler) Step(dst []Output) []Output {
 	for _, q := range s.running {
 		o := Output{ClientIndex: q.client, EngineCoreOutput: wire.EngineCoreOutput{RequestID: q.id, FinishReason: wire.FinishNone}}
 		for range max(s.TokensPerStep, 1) {
-			tok := TokenFor(q.id, q.generated)
+			tok := tokenOf(q.hash)
 			if int64(q.generated) < q.minTokens {
 				tok = maskedToken(tok, q.allStops)
 			}
+			q.hash = seqHash(q.hash, tok)
 			q.generated++
 			o.NewTokenIDs = append(o.NewTokenIDs, tok)
 			if s.finish(q, tok, &o.EngineCoreOutput) {

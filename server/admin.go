@@ -74,12 +74,9 @@ func (a *API) drain(on bool) http.HandlerFunc {
 				Message: fmt.Sprintf("rank %q: want a non-negative integer", r.PathValue("rank"))})
 			return
 		}
-		if on {
-			if m := r.URL.Query().Get("migrate"); m != "" && m != "false" && m != "0" {
-				writeError(w, &APIError{Status: http.StatusNotImplemented, Type: TypeNotImplemented, Param: "migrate",
-					Message: "drain with migrate=true is not implemented yet: drain without it and the rank's in-flight requests finish there"})
-				return
-			}
+		migrate := false
+		if m := r.URL.Query().Get("migrate"); on && m != "" && m != "false" && m != "0" {
+			migrate = true
 		}
 		op := a.d.UndrainEngine
 		if on {
@@ -94,16 +91,30 @@ func (a *API) drain(on bool) http.HandlerFunc {
 			writeError(w, &APIError{Status: http.StatusInternalServerError, Type: TypeInternal, Message: err.Error()})
 			return
 		}
-		a.log.Info("admin: engine drain changed", "rank", rank, "draining", on, "remote", r.RemoteAddr)
+		// With migrate=true the rank's in-flight requests move to other ranks now
+		// (after the drain, so none arrives behind them); those that cannot move
+		// finish where they are.
+		var moved, stayed int
+		if migrate {
+			moved, stayed, _ = a.d.MigrateEngine(rank)
+		}
+		a.log.Info("admin: engine drain changed", "rank", rank, "draining", on, "migrate", migrate,
+			"moved", moved, "stayed", stayed, "remote", r.RemoteAddr)
 		for _, v := range a.engines() {
 			if v.Rank == rank {
+				if migrate {
+					writeJSON(w, http.StatusOK, struct {
+						EngineView
+						Moved  int `json:"moved"`
+						Stayed int `json:"stayed"`
+					}{v, moved, stayed})
+					return
+				}
 				writeJSON(w, http.StatusOK, v)
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"rank": rank, "draining": on})
+		writeJSON(w, http.StatusOK, map[string]any{"rank": rank, "draining": on, "moved": moved, "stayed": stayed})
 	}
 }
 
-// TypeNotImplemented is the error type of an option accepted but not built yet.
-const TypeNotImplemented = "NotImplementedError"

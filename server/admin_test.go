@@ -66,7 +66,6 @@ func TestDrainEndpoints(t *testing.T) {
 	}{
 		{"no token", "/v1/engines/1/drain", nil, 401, "Unauthorized"},
 		{"the api key is not the admin token", "/v1/engines/1/drain", []string{"Authorization", "Bearer user-key"}, 401, "Unauthorized"},
-		{"migrate is not built yet", "/v1/engines/1/drain?migrate=true", auth, 501, "not implemented yet"},
 		{"bad rank", "/v1/engines/x/drain", auth, 400, "non-negative integer"},
 		{"unknown rank", "/v1/engines/7/drain", auth, 404, "never connected"},
 		{"drain", "/v1/engines/1/drain", auth, 200, `"state":"draining"`},

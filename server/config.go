@@ -118,6 +118,13 @@ type Config struct {
 	// output and no scheduler stats for this long is stalled: no new work, its
 	// requests fail with a clear cause, routable again when it speaks. 0 = off.
 	EngineStallTimeout time.Duration
+	// MaxMigrations is how many times one request may move to another engine
+	// when its engine is lost (died, garbage, stalled): the client's stream
+	// continues there. 0 = off. Not with EnableWaves (a lockstep group's
+	// survivors are blocked in the collective).
+	MaxMigrations int
+	// MigratePinned lets requests pinned with data_parallel_rank move too.
+	MigratePinned bool
 	// Bootstrap holds the embedded registry's other settings (token, admin
 	// networks, limits); its Address, Logger and Registerer are set by Start.
 	Bootstrap bootstrap.Config
@@ -162,6 +169,7 @@ func DefaultConfig() Config {
 		ReadyTimeout:          30 * time.Second,
 		Bootstrap:             bootstrap.DefaultConfig(),
 		EngineStallTimeout:    60 * time.Second,
+		MaxMigrations:         3,
 	}
 }
 
@@ -326,6 +334,9 @@ func (c Config) Validate() error {
 	}
 	if c.EngineStallTimeout < 0 {
 		return bad("engine-stall-timeout", "must not be negative")
+	}
+	if c.MaxMigrations < 0 {
+		return bad("max-migrations", "must not be negative")
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown-timeout", "must not be negative")

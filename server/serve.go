@@ -121,6 +121,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = cfg.LBPolicy
 	dcfg.StallTimeout = cfg.EngineStallTimeout
+	dcfg.MaxMigrations, dcfg.MigratePinned = cfg.MaxMigrations, cfg.MigratePinned
+	if cfg.MaxMigrations == 0 || cfg.EnableWaves {
+		// Off; and a lockstep group's survivors cannot take a dead rank's work.
+		dcfg.MaxMigrations = -1
+	}
 	dcfg.Logger = cfg.Logger.With("component", "dispatcher")
 	dcfg.Registerer = reg
 	if s.node != nil && cfg.EnableWaves {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -87,6 +89,26 @@ func mockEngineCommand() *cli.Command {
 				EmptyRegistration: cmd.Bool("empty-registration"),
 			}
 			cfg.Logger = log
+			// Faults at run time, for chaos tests: SIGUSR1 = ENGINE_CORE_DEAD,
+			// SIGUSR2 = garbage output, SIGHUP = stall.
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
+			defer func() {
+				signal.Stop(sigs)
+				close(sigs) // nothing is delivered after Stop; ends the forwarder
+			}()
+			faults := make(chan mockengine.Fault, 4)
+			cfg.FaultNow = faults
+			go func() {
+				for sig := range sigs {
+					k := map[os.Signal]mockengine.Fault{syscall.SIGUSR1: mockengine.FaultDie, syscall.SIGUSR2: mockengine.FaultGarbage, syscall.SIGHUP: mockengine.FaultStall}[sig]
+					log.Warn("mock engine: fault on signal", "signal", sig.String())
+					select {
+					case faults <- k:
+					default:
+					}
+				}
+			}()
 			l, _, err := loadLayout(cmd.String("vllm-layout"))
 			if err != nil {
 				return err

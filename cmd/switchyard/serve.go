@@ -131,6 +131,13 @@ func serveCommand() *cli.Command {
 				Usage: "an engine with requests in flight that sends no output and no scheduler stats for this long is stalled: it gets no new work, " +
 					"its requests fail with a clear cause, and it is routable again when it speaks; 0 = off (keep it above your longest prefill)",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_STALL_TIMEOUT")},
+			&cli.IntFlag{Name: "max-migrations", Category: "engines", Value: def.MaxMigrations,
+				Usage: "when an engine dies (or stalls) move each of its in-flight requests to another engine, continuing the client's stream " +
+					"(prompt + tokens delivered so far), at most this many times per request; 0 = off (its requests fail). Off with --enable-wave-coordination",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_MIGRATIONS")},
+			&cli.BoolFlag{Name: "migrate-pinned", Category: "engines",
+				Usage:   "let requests pinned with data_parallel_rank move to another engine too (by default they fail with their engine)",
+				Sources: cli.EnvVars("SWITCHYARD_MIGRATE_PINNED")},
 			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
 				Usage:   "rank choice for unpinned requests: least-loaded, power-of-two or round-robin",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
@@ -192,6 +199,8 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.ExternalCoordinatorAddress = cmd.String("external-coordinator-address")
 	cfg.LBPolicy = cmd.String("lb-policy")
 	cfg.EngineStallTimeout = cmd.Duration("engine-stall-timeout")
+	cfg.MaxMigrations = int(cmd.Int("max-migrations"))
+	cfg.MigratePinned = cmd.Bool("migrate-pinned")
 	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
