@@ -117,4 +117,3 @@ func (a *API) drain(on bool) http.HandlerFunc {
 		writeJSON(w, http.StatusOK, map[string]any{"rank": rank, "draining": on, "moved": moved, "stayed": stayed})
 	}
 }
-
