@@ -18,7 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v3"
+
+	"github.com/switchyard-llm/switchyard/internal/version"
 )
+
+// --version prints the whole identity (commit, Go version, vLLM layouts), not only
+// the module version, so a bug report carries what it needs.
+func init() {
+	cli.VersionPrinter = func(cmd *cli.Command) { fmt.Fprint(cmd.Root().Writer, version.Get().String()) }
+}
 
 func main() {
 	// SIGTERM and SIGINT cancel the root context: every command treats that as
@@ -34,8 +42,9 @@ func main() {
 
 func rootCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "switchyard",
-		Usage: "a ZeroMQ-native frontend and dispatcher for vLLM engine cores",
+		Name:    "switchyard",
+		Version: version.Get().Version,
+		Usage:   "a ZeroMQ-native frontend and dispatcher for vLLM engine cores",
 		Description: "Unmodified vLLM engine-core processes (vllm serve MODEL --headless ...) connect to\n" +
 			"`switchyard serve`, which dispatches requests from HTTP and msgpack clients to them.\n" +
 			"Run `switchyard serve` with no flags to get two built-in mock engines to try it on.",
