@@ -25,9 +25,36 @@ import (
 // for EndBatch; an ending without a final output is sealed at once.
 func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.EngineCoreOutput, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var ended *liveReq // the request's access-log record when it ends here
+	defer func() {
+		s.mu.Unlock()
+		if ended != nil {
+			var status string
+			switch {
+			case err == nil:
+				status = out.FinishReason.String()
+			case errors.Is(err, dispatcher.ErrAborted):
+				status = "abort"
+			default:
+				status, _, _ = s.classify(err)
+			}
+			s.logRequest(c, userID, *ended, status)
+		}
+	}()
 	if c.gone {
 		return
+	}
+	if s.cfg.LogRequests {
+		if lr, ok := c.reqs[userID]; ok {
+			lr.rank = rank
+			if err == nil {
+				lr.completion += len(out.NewTokenIDs)
+				c.reqs[userID] = lr
+			}
+			if err != nil || out.Finished() {
+				ended = &lr
+			}
+		}
 	}
 	b := c.open[rank]
 	if b == nil {

@@ -72,8 +72,12 @@ type ClientConfig struct {
 	AllowUtilityMethods []string
 	// ShutdownReason, when non-nil, names why requests are cut short at shutdown.
 	ShutdownReason func() error
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// LogRequests logs one line per request when it ends (accesslog.go), as the
+	// HTTP API does: client, request id, status, duration, tokens, rank.
+	LogRequests bool
+	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // ClientServer serves msgpack clients over one ROUTER.
@@ -127,6 +131,10 @@ type client struct {
 type liveReq struct {
 	engineID string
 	rank     int // -1 until SubmitFunc has returned
+	// For the access log (ClientConfig.LogRequests): when the ADD arrived, its
+	// prompt length and the tokens delivered so far.
+	start              time.Time
+	prompt, completion int
 }
 
 // outMsg is one message for the writer: an EngineCoreOutputs or an error map.
@@ -373,7 +381,8 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
 	s.mu.Lock()
-	c.reqs[userID] = liveReq{engineID: engineID, rank: -1}
+	start := s.cfg.Now()
+	c.reqs[userID] = liveReq{engineID: engineID, rank: -1, start: start, prompt: len(req.PromptTokenIDs)}
 	s.mu.Unlock()
 	// The connection is the client of the fair share: its burst waits for room in
 	// a full engine queue behind itself, not in front of other clients.
@@ -381,6 +390,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
+		s.cfg.stats.addPrompt(rank, len(req.PromptTokenIDs))
 		s.mu.Lock()
 		if lr, ok := c.reqs[userID]; ok && lr.engineID == engineID {
 			lr.rank = rank
@@ -393,6 +403,9 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.mu.Unlock()
 		typ, msg, ranks := s.classify(err)
 		s.sendError(c, userID, typ, msg, ranks)
+		if s.cfg.LogRequests {
+			s.logRequest(c, userID, liveReq{rank: -1, start: start, prompt: len(req.PromptTokenIDs)}, typ)
+		}
 	}
 }
 

@@ -136,6 +136,14 @@ type Config struct {
 	// Real engines are not waited for: they may take minutes to load a model.
 	ReadyTimeout time.Duration
 
+	// DisableLogRequests turns off the access log: one line per HTTP and
+	// client-protocol request (vLLM's --disable-log-requests).
+	DisableLogRequests bool
+	// LogStatsInterval is how often the stats line per engine is logged
+	// (throughput, running, waiting, KV-cache usage); 0 = never (vLLM's
+	// --disable-log-stats).
+	LogStatsInterval time.Duration
+
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Registry receives every component's metrics and is served on /metrics; nil
@@ -170,6 +178,7 @@ func DefaultConfig() Config {
 		Bootstrap:             bootstrap.DefaultConfig(),
 		EngineStallTimeout:    60 * time.Second,
 		MaxMigrations:         3,
+		LogStatsInterval:      10 * time.Second,
 	}
 }
 
@@ -340,6 +349,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown-timeout", "must not be negative")
+	}
+	if c.LogStatsInterval < 0 {
+		return bad("log-stats-interval", "must not be negative (0 = off)")
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/version"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -47,6 +48,8 @@ type API struct {
 	auth           *apiKeys      // nil = no key required
 	contextLen     func(rank int) int64
 	admin          *adminGuard // who may drain and undrain (admin.go)
+	logRequests    bool
+	stats          *statsLog // nil = no stats line
 }
 
 // APIConfig configures NewAPI.
@@ -80,8 +83,12 @@ type APIConfig struct {
 	// largest among ready engines), 0 when unknown. nil = unknown.
 	ContextLen func(rank int) int64
 	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer // served on /metrics; nil = 404
+	// LogRequests logs one line per request at info level (accesslog.go): method,
+	// path, status, duration and, for completions, request id, tokens and rank.
+	LogRequests bool
+	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
+	Registerer  prometheus.Registerer
+	Gatherer    prometheus.Gatherer // served on /metrics; nil = 404
 	// ShutdownReason, when it returns non-nil, is the reason given to requests that
 	// are refused or cut short because switchyard is shutting down.
 	ShutdownReason func() error
@@ -105,6 +112,8 @@ func NewAPI(cfg APIConfig) *API {
 		a.auth = newAPIKeys(cfg.APIKeys)
 	}
 	a.contextLen = cfg.ContextLen
+	a.logRequests = cfg.LogRequests
+	a.stats = cfg.stats
 	var err error
 	if a.admin, err = newAdminGuard(cfg.AdminToken, cfg.AdminNetworks); err != nil && a.log != nil {
 		// Config.Validate refuses this before; a guard that parsed nothing admits nobody.
@@ -132,6 +141,7 @@ var routes = map[string]string{
 	"/v1/completions": http.MethodPost,
 	"/v1/engines":     http.MethodGet,
 	"/health":         http.MethodGet,
+	"/version":        http.MethodGet,
 	"/metrics":        http.MethodGet,
 }
 
@@ -142,6 +152,9 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("POST /v1/completions", a.metrics.wrap("completions", http.HandlerFunc(a.completions)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
+	mux.Handle("GET /version", a.metrics.wrap("version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, version.Get())
+	})))
 	mux.Handle("POST /v1/engines/{rank}/drain", a.metrics.wrap("admin", a.admin.wrap(a.drain(true))))
 	mux.Handle("POST /v1/engines/{rank}/undrain", a.metrics.wrap("admin", a.admin.wrap(a.drain(false))))
 	if a.gatherer != nil {
@@ -156,10 +169,14 @@ func (a *API) Handler() http.Handler {
 		}
 		writeError(w, &APIError{Status: http.StatusNotFound, Type: TypeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	if a.auth == nil {
-		return mux
+	var h http.Handler = mux
+	if a.auth != nil {
+		h = a.auth.wrap(mux)
 	}
-	return a.auth.wrap(mux)
+	if a.logRequests {
+		h = accessLog(a.log, h)
+	}
+	return h
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -401,11 +418,19 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		streams = append(streams, s)
+		a.stats.addPrompt(s.Rank(), len(er.PromptTokenIDs))
 	}
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
 	}
 	c := newCompletion(t.BaseID, req.Model, a.now().Unix(), prompts, int(req.Choices()))
+	if ai := accessOf(r.Context()); ai != nil {
+		ai.id = t.BaseID
+		if len(streams) > 0 {
+			ai.rank = streams[0].Rank()
+		}
+		defer func() { ai.promptTokens, ai.completionTokens = c.usage.PromptTokens, c.usage.CompletionTokens }()
+	}
 	events := newFanIn(ctx, streams)
 	if req.Stream {
 		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)

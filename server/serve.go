@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,6 +45,8 @@ type Server struct {
 	stopMocks context.CancelFunc
 	stopBoot  context.CancelFunc
 	bootDone  chan error
+	stopStats context.CancelFunc // nil: no stats line
+	statsDone chan struct{}
 
 	shutdownReason atomic.Pointer[error]
 	done           chan struct{} // closed when a component fails on its own
@@ -209,13 +212,25 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 		return nil
 	}
+	var stats *statsLog
+	if cfg.LogStatsInterval > 0 {
+		stats = newStatsLog(cfg.Logger.With("component", "stats"), s.d, reg, time.Now)
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{}) // not s.statsDone: a failed Start sets s to nil
+		s.stopStats, s.statsDone = stop, done
+		go func() {
+			defer close(done)
+			stats.run(sctx, cfg.LogStatsInterval)
+		}()
+	}
 	if cfg.ClientAddress != "" {
 		s.clients, err = ListenClients(ctx, ClientConfig{
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
 			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
 			MaxConnections: cfg.ClientMaxConnections,
-			Logger:         cfg.Logger.With("component", "clients"),
+			LogRequests:    !cfg.DisableLogRequests, stats: stats,
+			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
 			return nil, err
@@ -231,7 +246,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		MaxBodyBytes:   cfg.MaxBodyBytes, BodyTimeout: cfg.HTTPBodyTimeout,
 		MaxConcurrentRequests: cfg.MaxConcurrentRequests, APIKeys: cfg.APIKeys,
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
-		ContextLen: events.contexts.largest,
+		ContextLen:  events.contexts.largest,
+		LogRequests: !cfg.DisableLogRequests, stats: stats,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)
 	if err != nil {
@@ -433,6 +449,10 @@ func (s *Server) teardown() {
 	s.stopBoot()
 	if s.bootDone != nil {
 		<-s.bootDone
+	}
+	if s.stopStats != nil {
+		s.stopStats()
+		<-s.statsDone
 	}
 	if s.d != nil {
 		s.d.Close()

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,6 +31,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"serve", "--eos-token-id", "2,x"}, "--eos-token-id"},
 		{[]string{"serve", "--eos-token-id", "5", "--vocab-size", "4"}, "--eos-token-id"},
 		{[]string{"serve", "--max-logprobs", "-2"}, "--max-logprobs"},
+		{[]string{"serve", "--log-stats-interval=-1s"}, "--log-stats-interval"},
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0"}, "--output-address"},
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0", "--output-address", "tcp://127.0.0.1:0", "--data-parallel-start-rank", "1"}, "--data-parallel-start-rank"},
 		{[]string{"serve", "--external-coordinator-address", "tcp://127.0.0.1:1"}, "--external-coordinator-address"},
@@ -58,6 +62,21 @@ func TestParseEOS(t *testing.T) {
 	for _, in := range []string{"x", "1,,2", "-3"} {
 		if _, err := parseEOS(in); err == nil {
 			t.Errorf("parseEOS(%q) accepted", in)
+		}
+	}
+}
+
+// --version names the build and every built-in vLLM wire layout.
+func TestVersionFlag(t *testing.T) {
+	cmd := rootCommand()
+	out := &strings.Builder{}
+	cmd.Writer, cmd.ErrWriter = out, &strings.Builder{}
+	if err := cmd.Run(context.Background(), []string{"switchyard", "--version"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append([]string{"switchyard ", runtime.Version()}, wire.LayoutNames()...) {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--version output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -154,6 +154,15 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "bootstrap-address", Category: "bootstrap registry",
 				Usage:   "HOST:PORT of the embedded KV-transfer bootstrap registry (vLLM's default port is 8998); empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_BOOTSTRAP_ADDRESS")},
+			&cli.BoolFlag{Name: "disable-log-requests", Category: "logs",
+				Usage:   "no access-log line per request (by default one per HTTP and client-protocol request: method/path or client, status, duration, tokens, rank), as vLLM's flag",
+				Sources: cli.EnvVars("SWITCHYARD_DISABLE_LOG_REQUESTS")},
+			&cli.DurationFlag{Name: "log-stats-interval", Category: "logs", Value: def.LogStatsInterval,
+				Usage:   "log a stats line per engine (prompt and generation tokens/s, running, waiting, KV-cache usage) this often, quiet while idle; 0 = off",
+				Sources: cli.EnvVars("SWITCHYARD_LOG_STATS_INTERVAL")},
+			&cli.BoolFlag{Name: "disable-log-stats", Category: "logs",
+				Usage:   "no periodic stats line (vLLM's flag; the same as --log-stats-interval 0)",
+				Sources: cli.EnvVars("SWITCHYARD_DISABLE_LOG_STATS")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
@@ -218,6 +227,11 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.APIKeys = cmd.StringSlice("api-key")
 	cfg.AdminToken = cmd.String("admin-token")
 	cfg.AdminNetworks = cmd.StringSlice("admin-allow")
+	cfg.DisableLogRequests = cmd.Bool("disable-log-requests")
+	cfg.LogStatsInterval = cmd.Duration("log-stats-interval")
+	if cmd.Bool("disable-log-stats") {
+		cfg.LogStatsInterval = 0
+	}
 	cfg.Logger = log
 	cfg.Registry = reg
 	if err := cfg.Validate(); err != nil {
