@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -143,6 +144,11 @@ type Config struct {
 	// (throughput, running, waiting, KV-cache usage); 0 = never (vLLM's
 	// --disable-log-stats).
 	LogStatsInterval time.Duration
+
+	// OTLPTracesEndpoint, when set, traces every completions request and exports
+	// the spans over OTLP/HTTP to this URL (vLLM's --otlp-traces-endpoint); the
+	// trace context reaches the engines in trace_headers.
+	OTLPTracesEndpoint string
 
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -349,6 +355,11 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown-timeout", "must not be negative")
+	}
+	if c.OTLPTracesEndpoint != "" {
+		if u, err := url.Parse(c.OTLPTracesEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("otlp-traces-endpoint", "%q: want an OTLP/HTTP URL such as http://HOST:4318", c.OTLPTracesEndpoint)
+		}
 	}
 	if c.LogStatsInterval < 0 {
 		return bad("log-stats-interval", "must not be negative (0 = off)")

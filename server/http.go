@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/version"
@@ -49,7 +50,8 @@ type API struct {
 	contextLen     func(rank int) int64
 	admin          *adminGuard // who may drain and undrain (admin.go)
 	logRequests    bool
-	stats          *statsLog // nil = no stats line
+	stats          *statsLog    // nil = no stats line
+	tracer         trace.Tracer // nil = no tracing
 }
 
 // APIConfig configures NewAPI.
@@ -87,8 +89,10 @@ type APIConfig struct {
 	// path, status, duration and, for completions, request id, tokens and rank.
 	LogRequests bool
 	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
-	Registerer  prometheus.Registerer
-	Gatherer    prometheus.Gatherer // served on /metrics; nil = 404
+	// TracerProvider, when set, traces every completions request (tracing.go).
+	TracerProvider trace.TracerProvider
+	Registerer     prometheus.Registerer
+	Gatherer       prometheus.Gatherer // served on /metrics; nil = 404
 	// ShutdownReason, when it returns non-nil, is the reason given to requests that
 	// are refused or cut short because switchyard is shutting down.
 	ShutdownReason func() error
@@ -114,6 +118,9 @@ func NewAPI(cfg APIConfig) *API {
 	a.contextLen = cfg.ContextLen
 	a.logRequests = cfg.LogRequests
 	a.stats = cfg.stats
+	if cfg.TracerProvider != nil {
+		a.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
 	var err error
 	if a.admin, err = newAdminGuard(cfg.AdminToken, cfg.AdminNetworks); err != nil && a.log != nil {
 		// Config.Validate refuses this before; a guard that parsed nothing admits nobody.
@@ -379,10 +386,44 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
+	// The span's parent is the client's traceparent; its context goes to the
+	// engines in trace_headers (tracing.go).
+	traceCtx, span := startRequestSpan(a.tracer, r, t.BaseID)
+	var c *completion
+	if span != nil {
+		defer func() {
+			status := http.StatusOK
+			if sw, ok := w.(*statusWriter); ok {
+				status = sw.code
+			}
+			var tokens int
+			var finish []string
+			if c != nil {
+				tokens = c.usage.CompletionTokens
+				for _, ch := range c.choices {
+					if ch.FinishReason != nil {
+						finish = append(finish, *ch.FinishReason)
+					}
+				}
+			}
+			var err error
+			if status >= 400 {
+				err = fmt.Errorf("HTTP %d", status)
+			}
+			span.end(tokens, finish, status, err)
+		}()
+	}
 	ereqs, err := req.EngineRequests(prompts, t)
 	if err != nil {
 		writeError(w, err.(*APIError))
 		return
+	}
+	if span != nil {
+		headers := traceHeaders(traceCtx)
+		for _, er := range ereqs {
+			er.TraceHeaders = headers
+		}
+		span.request(ereqs)
 	}
 	if apiErr := a.checkContext(req, ereqs); apiErr != nil {
 		writeError(w, apiErr)
@@ -422,8 +463,9 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
+		span.dispatched(streams[0].Rank())
 	}
-	c := newCompletion(t.BaseID, req.Model, a.now().Unix(), prompts, int(req.Choices()))
+	c = newCompletion(t.BaseID, req.Model, a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {
 		ai.id = t.BaseID
 		if len(streams) > 0 {
@@ -433,7 +475,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	events := newFanIn(ctx, streams)
 	if req.Stream {
-		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, span)
 		return
 	}
 	for !c.done() {
@@ -446,6 +488,9 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 			writeError(w, a.failure(ev.err))
 			return
 		case ev.out.Finished() || len(ev.out.TokenIDs) > 0:
+			if len(ev.out.TokenIDs) > 0 {
+				span.firstToken()
+			}
 			c.add(ev.choice, toWire(&ev.out))
 		}
 	}
@@ -454,7 +499,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 
 // stream answers with server-sent events: one chunk per engine step per choice, a
 // final usage chunk when asked for, then "data: [DONE]".
-func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, events *fanIn, includeUsage bool) {
+func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, events *fanIn, includeUsage bool, span *reqSpan) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -490,6 +535,9 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 		}
 		if !ev.out.Finished() && len(ev.out.TokenIDs) == 0 {
 			continue
+		}
+		if len(ev.out.TokenIDs) > 0 {
+			span.firstToken()
 		}
 		if !send(c.chunk([]Choice{c.add(ev.choice, toWire(&ev.out))}, nil)) {
 			return // write failed: the client left; deferred Close aborts the rest

@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/coordinator"
@@ -45,7 +48,8 @@ type Server struct {
 	stopMocks context.CancelFunc
 	stopBoot  context.CancelFunc
 	bootDone  chan error
-	stopStats context.CancelFunc // nil: no stats line
+	tracing   *sdktrace.TracerProvider // nil: no tracing
+	stopStats context.CancelFunc       // nil: no stats line
 	statsDone chan struct{}
 
 	shutdownReason atomic.Pointer[error]
@@ -239,6 +243,18 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.log.Info("client protocol listening", "address", s.clients.Addr())
 	}
 
+	var tracerProvider trace.TracerProvider
+	if cfg.OTLPTracesEndpoint != "" {
+		tp, err := newTracerProvider(cfg.OTLPTracesEndpoint)
+		if err != nil {
+			return nil, err
+		}
+		s.tracing, tracerProvider = tp, tp
+		// The SDK's own errors (a collector that refuses an export) go to our log.
+		tlog := cfg.Logger.With("component", "tracing")
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tlog.Warn("tracing", "err", err) }))
+		s.log.Info("tracing", "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
+	}
 	api := NewAPI(APIConfig{
 		Dispatcher: s.d, Engines: s.Engines, Model: cfg.Model(),
 		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,
@@ -247,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		MaxConcurrentRequests: cfg.MaxConcurrentRequests, APIKeys: cfg.APIKeys,
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
 		ContextLen:  events.contexts.largest,
-		LogRequests: !cfg.DisableLogRequests, stats: stats,
+		LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)
 	if err != nil {
@@ -447,6 +463,14 @@ func (s *Server) teardown() {
 		s.clients.Close()
 	}
 	s.stopBoot()
+	if s.tracing != nil {
+		// Flush the last spans; a collector that does not answer costs at most this.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tracing.Shutdown(ctx); err != nil {
+			s.log.Warn("tracing: spans not exported at shutdown", "err", err)
+		}
+		cancel()
+	}
 	if s.bootDone != nil {
 		<-s.bootDone
 	}

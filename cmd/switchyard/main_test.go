@@ -32,6 +32,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"serve", "--eos-token-id", "5", "--vocab-size", "4"}, "--eos-token-id"},
 		{[]string{"serve", "--max-logprobs", "-2"}, "--max-logprobs"},
 		{[]string{"serve", "--log-stats-interval=-1s"}, "--log-stats-interval"},
+		{[]string{"serve", "--otlp-traces-endpoint", "collector:4317"}, "--otlp-traces-endpoint"},
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0"}, "--output-address"},
 		{[]string{"serve", "--input-address", "tcp://127.0.0.1:0", "--output-address", "tcp://127.0.0.1:0", "--data-parallel-start-rank", "1"}, "--data-parallel-start-rank"},
 		{[]string{"serve", "--external-coordinator-address", "tcp://127.0.0.1:1"}, "--external-coordinator-address"},

@@ -163,6 +163,10 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "disable-log-stats", Category: "logs",
 				Usage:   "no periodic stats line (vLLM's flag; the same as --log-stats-interval 0)",
 				Sources: cli.EnvVars("SWITCHYARD_DISABLE_LOG_STATS")},
+			&cli.StringFlag{Name: "otlp-traces-endpoint", Category: "logs",
+				Usage: "trace every completions request (a span under the client's traceparent, its context sent to the engines in trace_headers) " +
+					"and export the spans over OTLP/HTTP to this URL, e.g. http://collector:4318 (vLLM's flag; vLLM's default is gRPC on 4317); empty = off",
+				Sources: cli.EnvVars("SWITCHYARD_OTLP_TRACES_ENDPOINT")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
@@ -228,6 +232,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.AdminToken = cmd.String("admin-token")
 	cfg.AdminNetworks = cmd.StringSlice("admin-allow")
 	cfg.DisableLogRequests = cmd.Bool("disable-log-requests")
+	cfg.OTLPTracesEndpoint = cmd.String("otlp-traces-endpoint")
 	cfg.LogStatsInterval = cmd.Duration("log-stats-interval")
 	if cmd.Bool("disable-log-stats") {
 		cfg.LogStatsInterval = 0
