@@ -28,8 +28,12 @@ type Info struct {
 
 // Layout is one built-in wire layout and the vLLM versions it covers.
 type Layout struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Versions is the range of reported vllm_version values placed on it;
+	// "(reports no version)" for older releases, recognised by probing instead.
 	Versions string `json:"vllm_versions"`
+	// Description names the releases it covers, reported version or not.
+	Description string `json:"description"`
 }
 
 // Get reads the build info of the running binary.
@@ -49,7 +53,7 @@ func Get() Info {
 		}
 	}
 	for _, l := range wire.BuiltinLayouts() {
-		in.Layouts = append(in.Layouts, Layout{Name: l.Name, Versions: l.Versions.String()})
+		in.Layouts = append(in.Layouts, Layout{Name: l.Name, Versions: l.Versions.String(), Description: l.Description})
 	}
 	return in
 }
@@ -67,7 +71,13 @@ func (in Info) String() string {
 	}
 	fmt.Fprintf(&b, "\n%s\nvLLM wire layouts:\n", in.GoVersion)
 	for _, l := range in.Layouts {
-		fmt.Fprintf(&b, "  %-8s vLLM %s\n", l.Name, l.Versions)
+		fmt.Fprintf(&b, "  %-8s %s", l.Name, l.Description)
+		if strings.HasPrefix(l.Versions, ">=") {
+			fmt.Fprintf(&b, "; vllm_version %s", l.Versions)
+		} else {
+			b.WriteString("; no vllm_version reported, recognised by probing")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
