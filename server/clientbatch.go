@@ -28,7 +28,14 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 	var ended *liveReq // the request's access-log record when it ends here
 	defer func() {
 		s.mu.Unlock()
-		if ended != nil {
+		if ended != nil && ended.span != nil {
+			var finish []string
+			if err == nil {
+				finish = []string{out.FinishReason.String()}
+			}
+			ended.span.end(ended.completion, finish, 0, err)
+		}
+		if ended != nil && s.cfg.LogRequests {
 			var status string
 			switch {
 			case err == nil:
@@ -44,10 +51,13 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 	if c.gone {
 		return
 	}
-	if s.cfg.LogRequests {
+	if s.cfg.LogRequests || s.tracer != nil {
 		if lr, ok := c.reqs[userID]; ok {
 			lr.rank = rank
 			if err == nil {
+				if len(out.NewTokenIDs) > 0 {
+					lr.span.firstToken()
+				}
 				lr.completion += len(out.NewTokenIDs)
 				c.reqs[userID] = lr
 			}
@@ -252,6 +262,7 @@ func (s *ClientServer) forgetLocked(c *client) []string {
 	ids := make([]string, 0, len(c.reqs))
 	for _, lr := range c.reqs {
 		ids = append(ids, lr.engineID)
+		lr.span.end(lr.completion, nil, 0, errClientGone)
 	}
 	clear(c.reqs)
 	for rank := range c.open {

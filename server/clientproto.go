@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -76,16 +78,20 @@ type ClientConfig struct {
 	// HTTP API does: client, request id, status, duration, tokens, rank.
 	LogRequests bool
 	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// TracerProvider, when set, traces every request as the HTTP API does: the
+	// parent is the trace context in the client's own trace_headers.
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // ClientServer serves msgpack clients over one ROUTER.
 type ClientServer struct {
-	cfg  ClientConfig
-	d    *dispatcher.Dispatcher
-	sock transport.Socket
-	log  *slog.Logger
+	cfg    ClientConfig
+	d      *dispatcher.Dispatcher
+	sock   transport.Socket
+	log    *slog.Logger
+	tracer trace.Tracer // nil: no tracing
 
 	mu      sync.Mutex
 	clients map[string]*client // by ROUTER identity
@@ -135,6 +141,7 @@ type liveReq struct {
 	// prompt length and the tokens delivered so far.
 	start              time.Time
 	prompt, completion int
+	span               *reqSpan // nil: tracing off
 }
 
 // outMsg is one message for the writer: an EngineCoreOutputs or an error map.
@@ -196,7 +203,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
 	}
 	s := &ClientServer{
-		cfg: cfg, d: d, sock: sock, log: cfg.Logger,
+		cfg: cfg, d: d, sock: sock, log: cfg.Logger, tracer: tracerOf(cfg.TracerProvider),
 		clients:     make(map[string]*client),
 		dirty:       make(map[int][]*client),
 		stop:        make(chan struct{}),
@@ -380,9 +387,10 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	}
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
-	s.mu.Lock()
 	start := s.cfg.Now()
-	c.reqs[userID] = liveReq{engineID: engineID, rank: -1, start: start, prompt: len(req.PromptTokenIDs)}
+	span := s.startSpan(&req, userID)
+	s.mu.Lock()
+	c.reqs[userID] = liveReq{engineID: engineID, rank: -1, start: start, prompt: len(req.PromptTokenIDs), span: span}
 	s.mu.Unlock()
 	// The connection is the client of the fair share: its burst waits for room in
 	// a full engine queue behind itself, not in front of other clients.
@@ -390,6 +398,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
+		span.dispatched(rank)
 		s.cfg.stats.addPrompt(rank, len(req.PromptTokenIDs))
 		s.mu.Lock()
 		if lr, ok := c.reqs[userID]; ok && lr.engineID == engineID {
@@ -403,6 +412,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.mu.Unlock()
 		typ, msg, ranks := s.classify(err)
 		s.sendError(c, userID, typ, msg, ranks)
+		span.end(0, nil, 0, err)
 		if s.cfg.LogRequests {
 			s.logRequest(c, userID, liveReq{rank: -1, start: start, prompt: len(req.PromptTokenIDs)}, typ)
 		}

@@ -216,6 +216,18 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 		return nil
 	}
+	var tracerProvider trace.TracerProvider
+	if cfg.OTLPTracesEndpoint != "" {
+		tp, err := newTracerProvider(cfg.OTLPTracesEndpoint)
+		if err != nil {
+			return nil, err
+		}
+		s.tracing, tracerProvider = tp, tp
+		// The SDK's own errors (a collector that refuses an export) go to our log.
+		tlog := cfg.Logger.With("component", "tracing")
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tlog.Warn("tracing", "err", err) }))
+		s.log.Info("tracing", "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
+	}
 	var stats *statsLog
 	if cfg.LogStatsInterval > 0 {
 		stats = newStatsLog(cfg.Logger.With("component", "stats"), s.d, reg, time.Now)
@@ -233,7 +245,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
 			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
 			MaxConnections: cfg.ClientMaxConnections,
-			LogRequests:    !cfg.DisableLogRequests, stats: stats,
+			LogRequests:    !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
 			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
@@ -243,18 +255,6 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.log.Info("client protocol listening", "address", s.clients.Addr())
 	}
 
-	var tracerProvider trace.TracerProvider
-	if cfg.OTLPTracesEndpoint != "" {
-		tp, err := newTracerProvider(cfg.OTLPTracesEndpoint)
-		if err != nil {
-			return nil, err
-		}
-		s.tracing, tracerProvider = tp, tp
-		// The SDK's own errors (a collector that refuses an export) go to our log.
-		tlog := cfg.Logger.With("component", "tracing")
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tlog.Warn("tracing", "err", err) }))
-		s.log.Info("tracing", "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
-	}
 	api := NewAPI(APIConfig{
 		Dispatcher: s.d, Engines: s.Engines, Model: cfg.Model(),
 		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,

@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -125,7 +126,7 @@ func (s *reqSpan) firstToken() {
 }
 
 // end finishes the span with the usage and how the request ended (status is the
-// HTTP status; err, if any, the failure).
+// HTTP status, 0 on the client protocol; err, if any, the failure).
 func (s *reqSpan) end(completionTokens int, finish []string, status int, err error) {
 	if s == nil {
 		return
@@ -133,8 +134,10 @@ func (s *reqSpan) end(completionTokens int, finish []string, status int, err err
 	s.span.SetAttributes(
 		attribute.Int("gen_ai.usage.completion_tokens", completionTokens),
 		attribute.Float64("gen_ai.latency.e2e", time.Since(s.start).Seconds()),
-		attribute.Int("http.response.status_code", status),
 	)
+	if status != 0 {
+		s.span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
 	if len(finish) > 0 {
 		s.span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", finish))
 	}
@@ -143,4 +146,35 @@ func (s *reqSpan) end(completionTokens int, finish []string, status int, err err
 		s.span.SetStatus(codes.Error, err.Error())
 	}
 	s.span.End()
+}
+
+// errClientGone ends the spans of a client-protocol client that went away.
+var errClientGone = errors.New("client gone")
+
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(tracerName)
+}
+
+// startSpan starts a client-protocol request's span, a child of the trace context
+// the client put in trace_headers (if any), and replaces that context in the
+// request with the span's, keeping the client's other headers. nil: tracing off.
+func (s *ClientServer) startSpan(req *wire.EngineCoreRequest, userID string) *reqSpan {
+	if s.tracer == nil {
+		return nil
+	}
+	ctx := propagator.Extract(context.Background(), propagation.MapCarrier(req.TraceHeaders))
+	ctx, span := s.tracer.Start(ctx, "llm_request", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("gen_ai.request.id", userID), attribute.String("switchyard.protocol", "msgpack")))
+	h := make(map[string]string, len(req.TraceHeaders)+2)
+	for k, v := range req.TraceHeaders {
+		h[k] = v
+	}
+	propagator.Inject(ctx, propagation.MapCarrier(h))
+	req.TraceHeaders = h
+	rs := &reqSpan{span: span, start: time.Now()}
+	rs.request([]*wire.EngineCoreRequest{req})
+	return rs
 }

@@ -223,3 +223,56 @@ func TestServeTracing(t *testing.T) {
 		t.Fatalf("spans %v, want one llm_request", rcv.spans)
 	}
 }
+
+// The client protocol: a request whose trace_headers carry the client's context
+// gets a span under it, and the engine gets the span's context plus the client's
+// other headers.
+func TestClientTracing(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	tp, err := newTracerProvider(rcv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newClientHarness(t, ClientConfig{TracerProvider: tp})
+	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(2)
+	sp.IgnoreEOS = true
+	sp.Normalize()
+	body, aux, err := wire.AppendAdd(nil, &wire.EngineCoreRequest{
+		RequestID: "t1", PromptTokenIDs: []int64{1, 2, 3}, Sampling: &sp,
+		TraceHeaders: map[string]string{"traceparent": "00-" + traceID + "-" + parentID + "-01", "x-other": "kept"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.Send(append([][]byte{{wire.RequestAdd}, body}, aux...)...); err != nil {
+		t.Fatal(err)
+	}
+	for !h.nextOutputs(t).Outputs[0].Finished() {
+	}
+	engine := <-h.f.adds
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(rcv.spans))
+	}
+	s := rcv.spans[0]
+	if hex.EncodeToString(s.GetTraceId()) != traceID || hex.EncodeToString(s.GetParentSpanId()) != parentID {
+		t.Errorf("span trace %x parent %x, want %s %s", s.GetTraceId(), s.GetParentSpanId(), traceID, parentID)
+	}
+	a := spanAttrs(s)
+	if a["gen_ai.request.id"] != "t1" || a["gen_ai.usage.prompt_tokens"] != int64(3) || a["gen_ai.usage.completion_tokens"] != int64(2) ||
+		a["gen_ai.response.finish_reasons"] != "length" {
+		t.Errorf("attributes %v", a)
+	}
+	want := "00-" + traceID + "-" + hex.EncodeToString(s.GetSpanId()) + "-01"
+	if engine.TraceHeaders["traceparent"] != want || engine.TraceHeaders["x-other"] != "kept" {
+		t.Errorf("engine trace_headers %v, want traceparent %s and x-other kept", engine.TraceHeaders, want)
+	}
+}
