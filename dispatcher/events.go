@@ -114,6 +114,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	}
 	if tokens > 0 {
 		e.m.tokens.Add(float64(tokens))
+		e.vm.Generated(tokens)
 		e.m.ttft.flush(&ttft)
 		e.m.itl.flush(&itl)
 	}

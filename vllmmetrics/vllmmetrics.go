@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -51,7 +52,7 @@ type Metrics struct {
 	running, waiting, kvUsage, gpuUsage, cacheInfo *prometheus.GaugeVec
 	promptTokens, genTokens, preemptions           *prometheus.CounterVec
 	prefixQueries, prefixHits, success             *prometheus.CounterVec
-	ttft, itl, tpotLegacy, tpotReq                 *prometheus.HistogramVec
+	ttft, itl, tpotReq                             *prometheus.HistogramVec
 	e2e, queue, prefill, decode, inference         *prometheus.HistogramVec
 	promptLen, genLen, maxTokens, maxGen           *prometheus.HistogramVec
 }
@@ -88,7 +89,6 @@ func New(reg prometheus.Registerer, model string, maxModelLen int64) (*Metrics, 
 		success:       c("request_success_total", "Count of successfully processed requests.", "finished_reason"),
 		ttft:          h("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
 		itl:           h("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		tpotLegacy:    h("time_per_output_token_seconds", "Histogram of time per output token in seconds. (Deprecated: use inter_token_latency_seconds.)", itlBuckets),
 		tpotReq:       h("request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets),
 		e2e:           h("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
 		queue:         h("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
@@ -103,7 +103,9 @@ func New(reg prometheus.Registerer, model string, maxModelLen int64) (*Metrics, 
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, m.gpuUsage, m.cacheInfo,
 			m.promptTokens, m.genTokens, m.preemptions, m.prefixQueries, m.prefixHits, m.success,
-			m.ttft, m.itl, m.tpotLegacy, m.tpotReq, m.e2e, m.queue, m.prefill, m.decode, m.inference,
+			m.ttft, m.itl, &alias{src: m.itl, desc: prometheus.NewDesc("vllm:time_per_output_token_seconds",
+				"Histogram of time per output token in seconds. (Deprecated name of inter_token_latency_seconds, kept for dashboards.)",
+				[]string{"engine", "model_name"}, nil)}, m.tpotReq, m.e2e, m.queue, m.prefill, m.decode, m.inference,
 			m.promptLen, m.genLen, m.maxTokens, m.maxGen} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
@@ -120,7 +122,7 @@ type Engine struct {
 	promptTokens, genTokens, preemptions   prometheus.Counter
 	prefixQueries, prefixHits              prometheus.Counter
 	success                                [len(finishNames)]prometheus.Counter
-	ttft, itl, tpotLegacy, tpotReq         prometheus.Observer
+	ttft, itl, tpotReq                     prometheus.Observer
 	e2e, queue, prefill, decode, inference prometheus.Observer
 	promptLen, genLen, maxTokens, maxGen   prometheus.Observer
 }
@@ -139,8 +141,8 @@ func (m *Metrics) Engine(rank int, numGPUBlocks int64) *Engine {
 		preemptions: m.preemptions.WithLabelValues(lv...), prefixQueries: m.prefixQueries.WithLabelValues(lv...),
 		prefixHits: m.prefixHits.WithLabelValues(lv...),
 		ttft:       m.ttft.WithLabelValues(lv...), itl: m.itl.WithLabelValues(lv...),
-		tpotLegacy: m.tpotLegacy.WithLabelValues(lv...), tpotReq: m.tpotReq.WithLabelValues(lv...),
-		e2e: m.e2e.WithLabelValues(lv...), queue: m.queue.WithLabelValues(lv...),
+		tpotReq: m.tpotReq.WithLabelValues(lv...),
+		e2e:     m.e2e.WithLabelValues(lv...), queue: m.queue.WithLabelValues(lv...),
 		prefill: m.prefill.WithLabelValues(lv...), decode: m.decode.WithLabelValues(lv...),
 		inference: m.inference.WithLabelValues(lv...), promptLen: m.promptLen.WithLabelValues(lv...),
 		genLen: m.genLen.WithLabelValues(lv...), maxTokens: m.maxTokens.WithLabelValues(lv...),
@@ -206,7 +208,6 @@ func (e *Engine) Output(r *Request, o *wire.EngineCoreOutput, now time.Time, eng
 	if n == 0 {
 		return
 	}
-	e.genTokens.Add(float64(n))
 	if r.numGen == 0 {
 		// The first tokens: the prompt was prefilled in this step.
 		ttft := now.Sub(r.arrival).Seconds()
@@ -223,12 +224,19 @@ func (e *Engine) Output(r *Request, o *wire.EngineCoreOutput, now time.Time, eng
 		r.firstTokTS = engineTS
 	} else {
 		itl := now.Sub(r.lastTok).Seconds()
-		e.itl.Observe(itl)
-		e.tpotLegacy.Observe(itl)
+		e.itl.Observe(itl) // exported as time_per_output_token_seconds too (alias)
 	}
 	r.numGen += n
 	r.lastTok = now
 	r.lastTokTS = engineTS
+}
+
+// Generated counts n generated tokens (vllm:generation_tokens_total): the
+// dispatcher adds a whole engine step's at once, which is cheaper than per output.
+func (e *Engine) Generated(n int) {
+	if e != nil && n > 0 {
+		e.genTokens.Add(float64(n))
+	}
 }
 
 // Finish records r's end with finish reason f (a normal end: an output carried it).
@@ -259,6 +267,44 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 		e.decode.Observe(decode)
 		if r.numGen > 1 {
 			e.tpotReq.Observe(decode / float64(r.numGen-1))
+		}
+	}
+}
+
+// alias exports src's histograms under another name (vLLM's deprecated
+// time_per_output_token_seconds is inter_token_latency_seconds by its old name, which
+// its dashboard still queries), so the hot path observes once. Cold path: a scrape.
+type alias struct {
+	src  *prometheus.HistogramVec
+	desc *prometheus.Desc
+}
+
+func (a *alias) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
+
+func (a *alias) Collect(ch chan<- prometheus.Metric) {
+	ms := make(chan prometheus.Metric, 16)
+	go func() { a.src.Collect(ms); close(ms) }()
+	for m := range ms {
+		var pb dto.Metric
+		if m.Write(&pb) != nil || pb.GetHistogram() == nil {
+			continue
+		}
+		var engine, model string
+		for _, l := range pb.GetLabel() {
+			switch l.GetName() {
+			case "engine":
+				engine = l.GetValue()
+			case "model_name":
+				model = l.GetValue()
+			}
+		}
+		h := pb.GetHistogram()
+		buckets := make(map[float64]uint64, len(h.GetBucket()))
+		for _, b := range h.GetBucket() {
+			buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+		if c, err := prometheus.NewConstHistogram(a.desc, h.GetSampleCount(), h.GetSampleSum(), buckets, engine, model); err == nil {
+			ch <- c
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package vllmmetrics
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -39,6 +40,7 @@ func TestRequestLifecycle(t *testing.T) {
 	e.Output(&r, &wire.EngineCoreOutput{NewTokenIDs: []int64{2, 3}, Events: []wire.EngineCoreEvent{{Type: wire.EventPreempted, Timestamp: 11.2}}},
 		t0.Add(2500*time.Millisecond), 12)
 	e.Finish(&r, wire.FinishLength, t0.Add(3*time.Second))
+	e.Generated(3)
 
 	lv := []string{"m", "1"}
 	for name, want := range map[string]float64{
@@ -70,8 +72,8 @@ func TestRequestLifecycle(t *testing.T) {
 		sum float64
 	}{
 		"time_to_first_token_seconds": {m.ttft, 2}, "inter_token_latency_seconds": {m.itl, 0.5},
-		"time_per_output_token_seconds": {m.tpotLegacy, 0.5}, "e2e_request_latency_seconds": {m.e2e, 3},
-		"request_queue_time_seconds": {m.queue, 0.5}, "request_prefill_time_seconds": {m.prefill, 0.5},
+		"e2e_request_latency_seconds": {m.e2e, 3},
+		"request_queue_time_seconds":  {m.queue, 0.5}, "request_prefill_time_seconds": {m.prefill, 0.5},
 		"request_decode_time_seconds": {m.decode, 1}, "request_inference_time_seconds": {m.inference, 1.5},
 		"request_time_per_output_token_seconds": {m.tpotReq, 0.5},
 		"request_prompt_tokens":                 {m.promptLen, 40}, "request_generation_tokens": {m.genLen, 3},
@@ -84,6 +86,12 @@ func TestRequestLifecycle(t *testing.T) {
 		if h := pb.GetHistogram(); h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-c.sum) > 1e-9 {
 			t.Errorf("vllm:%s: count %d sum %v, want 1 observation of %v", name, h.GetSampleCount(), h.GetSampleSum(), c.sum)
 		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vllm:time_per_output_token_seconds Histogram of time per output token in seconds. (Deprecated name of inter_token_latency_seconds, kept for dashboards.)
+# TYPE vllm:time_per_output_token_seconds histogram
+`+tpotSeries()), "vllm:time_per_output_token_seconds"); err != nil {
+		t.Errorf("the time_per_output_token_seconds alias: %v", err)
 	}
 	if n, err := testutil.GatherAndCount(reg, "vllm:cache_config_info"); err != nil || n != 1 {
 		t.Errorf("cache_config_info: %d series (%v)", n, err)
@@ -122,4 +130,21 @@ func TestOutputAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocations per request", n)
 	}
+}
+
+// tpotSeries is the exposition of one 0.5 s observation in the ITL buckets.
+func tpotSeries() string {
+	var b strings.Builder
+	for _, le := range itlBuckets {
+		n := 0
+		if le >= 0.5 {
+			n = 1
+		}
+		fmt.Fprintf(&b, "vllm:time_per_output_token_seconds_bucket{engine=\"1\",model_name=\"m\",le=\"%v\"} %d\n", le, n)
+	}
+	b.WriteString(`vllm:time_per_output_token_seconds_bucket{engine="1",model_name="m",le="+Inf"} 1
+vllm:time_per_output_token_seconds_sum{engine="1",model_name="m"} 0.5
+vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 1
+`)
+	return b.String()
 }
