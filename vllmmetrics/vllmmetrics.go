@@ -179,12 +179,18 @@ type Request struct {
 	numGen                int64
 	queuedTS, scheduledTS float64
 	firstTokTS, lastTokTS float64
+	moved                 bool // engine timestamps came from two engines' clocks
 }
 
 // Start begins r's state at its arrival with its prompt length and max_tokens.
 func (r *Request) Start(arrival time.Time, promptLen, maxTokens int64) {
 	*r = Request{arrival: arrival, promptLen: promptLen, maxTokens: maxTokens}
 }
+
+// Moved notes that r moved to another engine (the dispatcher's migration): its
+// engine timestamps are from two clocks, so the queue, prefill, decode and inference
+// intervals are not recorded for it; the frontend-clock series still are.
+func (r *Request) Moved() { r.moved = true }
 
 // Output records one output of r from e at frontend time now; engineTS is the
 // EngineCoreOutputs timestamp of the step.
@@ -255,6 +261,9 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 	}
 	// The most tokens any sequence of the request generated: one sequence here.
 	e.maxGen.Observe(float64(r.numGen))
+	if r.moved {
+		return
+	}
 	if r.queuedTS > 0 && r.scheduledTS >= r.queuedTS {
 		e.queue.Observe(r.scheduledTS - r.queuedTS)
 	}

@@ -104,6 +104,26 @@ func TestRequestLifecycle(t *testing.T) {
 	}
 }
 
+// A moved request's phases span two engines' clocks: they are left out; the
+// frontend-clock series are kept.
+func TestMovedRequest(t *testing.T) {
+	m, _ := New(prometheus.NewRegistry(), "m", 4096)
+	e := m.Engine(0, 0)
+	t0 := time.Unix(100, 0)
+	var r Request
+	r.Start(t0, 4, 8)
+	e.Output(&r, &wire.EngineCoreOutput{NewTokenIDs: []int64{1}, Events: []wire.EngineCoreEvent{{Type: wire.EventQueued, Timestamp: 5}, {Type: wire.EventScheduled, Timestamp: 6}}}, t0.Add(time.Second), 7)
+	r.Moved()
+	e.Output(&r, &wire.EngineCoreOutput{NewTokenIDs: []int64{2}, Events: []wire.EngineCoreEvent{{Type: wire.EventQueued, Timestamp: 900}, {Type: wire.EventScheduled, Timestamp: 901}}}, t0.Add(2*time.Second), 902)
+	e.Finish(&r, wire.FinishStop, t0.Add(2*time.Second))
+	if n := observations(t, m.decode); n != 0 {
+		t.Errorf("decode time recorded for a moved request (%d observations)", n)
+	}
+	if n := observations(t, m.e2e); n != 1 {
+		t.Errorf("e2e latency: %d observations, want 1", n)
+	}
+}
+
 // A nil *Metrics and *Engine record nothing and do not panic: the dispatcher runs
 // without the vllm:* series.
 func TestNil(t *testing.T) {
@@ -147,4 +167,14 @@ vllm:time_per_output_token_seconds_sum{engine="1",model_name="m"} 0.5
 vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 1
 `)
 	return b.String()
+}
+
+// observations is the sample count of h's engine 0 child of model m.
+func observations(t *testing.T, h *prometheus.HistogramVec) uint64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := h.WithLabelValues("m", "0").(prometheus.Histogram).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleCount()
 }
