@@ -8,8 +8,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
+
+// withVLLM runs bench with the vllm:* series recorded.
+func withVLLM(b *testing.B, bench func(*testing.B)) {
+	benchVLLM = true
+	defer func() { benchVLLM = false }()
+	bench(b)
+}
+
+// BenchmarkSubmitVLLM is BenchmarkSubmit recording the vllm:* series.
+func BenchmarkSubmitVLLM(b *testing.B) { withVLLM(b, BenchmarkSubmit) }
+
+// BenchmarkRouteOutputsVLLM is BenchmarkRouteOutputs recording the vllm:* series.
+func BenchmarkRouteOutputsVLLM(b *testing.B) { withVLLM(b, BenchmarkRouteOutputs) }
+
+// BenchmarkRouteOutputsFuncVLLM is BenchmarkRouteOutputsFunc recording the vllm:* series.
+func BenchmarkRouteOutputsFuncVLLM(b *testing.B) { withVLLM(b, BenchmarkRouteOutputsFunc) }
 
 // nopSender drops frames after returning their buffers, so benchmarks measure the
 // dispatcher alone.
@@ -20,8 +38,20 @@ func (nopSender) Send(_ int, _ byte, body []byte, _ [][]byte) error {
 	return nil
 }
 
+// benchVLLM makes benchDispatcher record the vllm:* series too (the ...VLLM
+// benchmarks), to show what they cost on the hot path.
+var benchVLLM bool
+
 func benchDispatcher(b *testing.B, engines int) *Dispatcher {
-	d, err := New(Config{}, nopSender{})
+	var cfg Config
+	if benchVLLM {
+		vm, err := vllmmetrics.New(prometheus.NewRegistry(), "bench-model", 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.VLLM = vm
+	}
+	d, err := New(cfg, nopSender{})
 	if err != nil {
 		b.Fatal(err)
 	}

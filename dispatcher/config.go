@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/vllmmetrics"
 )
 
 // Sender hands frames to an engine. The frontend implements it with one writer
@@ -84,6 +85,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the switchyard_ metrics; nil means they are not registered.
 	Registerer prometheus.Registerer
+	// VLLM receives the vllm:* series (vLLM's own metrics, for its dashboards); nil
+	// means they are not recorded.
+	VLLM *vllmmetrics.Metrics
 	// Now is the clock (ArrivalTime, latencies, LastOutput); nil means time.Now.
 	Now func() time.Time
 	// Seed pins the power-of-two policy's random choices (tests replay exactly).

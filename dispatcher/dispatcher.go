@@ -167,6 +167,13 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		return err
 	}
 	r.id, r.engID, r.start = req.RequestID, req.RequestID, start
+	if d.cfg.VLLM != nil {
+		var maxTokens int64
+		if req.Sampling != nil && req.Sampling.MaxTokens.Valid {
+			maxTokens = req.Sampling.MaxTokens.Value
+		}
+		r.vs.Start(start, promptLen(req), maxTokens)
+	}
 	if d.migrating(req) {
 		r.migrating, r.orig = true, req
 	}

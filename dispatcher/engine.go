@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -66,7 +67,8 @@ type engine struct {
 	// layout is the engine's vLLM wire layout (set before up, like maxModelLen).
 	layout atomic.Pointer[wire.Layout]
 
-	m engineMetrics
+	m  engineMetrics
+	vm *vllmmetrics.Engine // vllm:* children; nil when not recorded
 }
 
 // load snapshots the engine for the rank policy at now (unix nanoseconds); stats

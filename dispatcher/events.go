@@ -19,7 +19,7 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	set := d.engines.Load()
 	e := set.find(rank)
 	if e == nil {
-		e = &engine{rank: rank, m: d.m.forEngine(rank)}
+		e = &engine{rank: rank, m: d.m.forEngine(rank), vm: d.cfg.VLLM.Engine(rank, 0)}
 		e.lastHeard.Store(d.cfg.Now().UnixNano()) // the stall clock starts at READY
 		e.maxModelLen.Store(lim.MaxModelLen)
 		e.layout.Store(lim.Layout)
@@ -108,16 +108,18 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 		if !ok {
 			continue // aborted, failed, or never ours: the engine may lag behind us
 		}
-		if d.deliverOutput(r, e, o, now, &ttft, &itl) {
+		if d.deliverOutput(r, e, o, now, outs.Timestamp, &ttft, &itl) {
 			tokens += len(o.NewTokenIDs)
 		}
 	}
 	if tokens > 0 {
 		e.m.tokens.Add(float64(tokens))
+		e.vm.Generated(tokens)
 		e.m.ttft.flush(&ttft)
 		e.m.itl.flush(&itl)
 	}
 	if st := outs.SchedulerStats; st != nil {
+		e.vm.Scheduler(st)
 		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage, now.UnixNano())
 	}
 	// Outputs come first: an id whose final output was in this message is gone by now.
@@ -136,7 +138,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 // under the output's id (it moved: a late output of the lost engine). A stream whose
 // buffer is full is ended with *SlowConsumerError and aborted at the engine, so the
 // output loop moves on at once.
-func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutput, now time.Time, ttft, itl *histBatch) bool {
+func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutput, now time.Time, engineTS float64, ttft, itl *histBatch) bool {
 	r.mu.Lock()
 	if r.done || r.eng != e || r.engID != o.RequestID {
 		r.mu.Unlock()
@@ -155,6 +157,7 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 		}
 		r.last = now
 	}
+	e.vm.Output(&r.vs, o, now, engineTS)
 	fin := o.Finished()
 	if r.deliver != nil {
 		if r.migrating {
@@ -179,6 +182,7 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 	}
 	r.done = true
 	d.unlist(r)
+	e.vm.Finish(&r.vs, o.FinishReason, now)
 	if r.moves > 0 {
 		d.m.saved.Inc()
 	}

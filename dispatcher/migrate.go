@@ -245,6 +245,7 @@ func (d *Dispatcher) admitMove(r *request, t *engine, req *wire.EngineCoreReques
 	}
 	r.moves++
 	r.movedAt = start
+	r.vs.Moved()
 	return nil
 }
 

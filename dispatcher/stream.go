@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -144,6 +145,8 @@ type request struct {
 	orig      *wire.EngineCoreRequest
 	moves     int
 	movedAt   time.Time // the last move, until its first output: the delay it added
+
+	vs vllmmetrics.Request // the vllm:* series' timing state (under mu)
 }
 
 // submitCtx is the context an ADD may wait under: Submit's, or

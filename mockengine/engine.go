@@ -136,6 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 		e.net = transport.ZMQ
 	}
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
+	e.sched.Clock = e.timestamp
 	defer e.closeAll()
 	if cfg.LockstepDir != "" {
 		ls, err := startLockstep(ctx, cfg.LockstepDir, cfg.Rank, cfg.DataParallelSize, e.log)

@@ -98,6 +98,7 @@ type request struct {
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
 	resumable  bool    // a same-id ADD continues it instead of being fatal
 	hash       uint64  // seqHash of the prompt and every token generated so far
+	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -110,6 +111,13 @@ type Scheduler struct {
 	StepCounter   int64
 	CurrentWave   int64
 	Continuations int // same-id ADDs taken as streaming-input continuations
+	// Clock, when set, is the engine's monotonic clock: each request's first output
+	// then carries vLLM's QUEUED and SCHEDULED events and its prefill stats
+	// (num_cached_tokens), as an engine run with stats logging does; the frontend's
+	// vllm:* metrics are computed from them.
+	Clock func() float64
+
+	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits the prefix cache
 
 	running []*request
 	byID    map[string]*request
@@ -144,6 +152,9 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed}
 	for _, t := range r.PromptTokenIDs {
 		q.hash = seqHash(q.hash, t)
+	}
+	if s.Clock != nil {
+		q.queuedAt = s.Clock()
 	}
 	if sp := r.Sampling; sp != nil {
 		if sp.MaxTokens.Valid {
@@ -188,6 +199,9 @@ func (s *Scheduler) Step(dst []Output) []Output {
 	keep := s.running[:0]
 	for _, q := range s.running {
 		o := Output{ClientIndex: q.client, EngineCoreOutput: wire.EngineCoreOutput{RequestID: q.id, FinishReason: wire.FinishNone}}
+		if q.generated == 0 && s.Clock != nil {
+			s.firstOutput(q, &o.EngineCoreOutput)
+		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
 			if int64(q.generated) < q.minTokens {
@@ -210,6 +224,29 @@ func (s *Scheduler) Step(dst []Output) []Output {
 	clear(s.running[len(keep):])
 	s.running = keep
 	return dst
+}
+
+// mockBlockSize is the mock prefix cache's block: a repeated prompt hits in whole
+// blocks, and never its last token (vLLM always recomputes it).
+const mockBlockSize = 16
+
+// firstOutput adds what vLLM's engine reports with a request's first output: the
+// QUEUED and SCHEDULED events and the prefix cache hit of its prompt.
+func (s *Scheduler) firstOutput(q *request, o *wire.EngineCoreOutput) {
+	now := s.Clock()
+	o.Events = []wire.EngineCoreEvent{{Type: wire.EventQueued, Timestamp: q.queuedAt}, {Type: wire.EventScheduled, Timestamp: now}}
+	if s.prompts == nil {
+		s.prompts = map[uint64]struct{}{}
+	}
+	cached := 0
+	if _, seen := s.prompts[q.hash]; seen && q.prompt > 1 {
+		cached = (q.prompt - 1) / mockBlockSize * mockBlockSize
+	} else if len(s.prompts) < 1<<16 {
+		s.prompts[q.hash] = struct{}{}
+	}
+	o.NumCachedTokens = int64(cached)
+	o.PrefillStats = &wire.PrefillStats{NumPromptTokens: int64(q.prompt), NumComputedTokens: int64(q.prompt - cached),
+		NumCachedTokens: int64(cached), NumLocalCachedTokens: int64(cached)}
 }
 
 // finish applies vLLM's check_stop (vllm/v1/core/sched/utils.py) to the token just

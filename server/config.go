@@ -94,6 +94,10 @@ type Config struct {
 	AdminToken    string
 	AdminNetworks []string
 
+	// ServedModelName is the model_name label of the vllm:* series (vLLM's
+	// --served-model-name); empty = DefaultServedModelName.
+	ServedModelName string
+
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
 	// stop_token_ids and _all_stop_token_ids). Empty sends ignore_eos instead.
@@ -193,6 +197,17 @@ func DefaultConfig() Config {
 // encoded as msgspec encodes them (at most 5 bytes below 2^32), plus its sampling
 // parameters. Clients that send prompt embeddings raise it.
 const DefaultClientMaxBytes = 8 << 20
+
+// DefaultServedModelName is the vllm:* series' model_name when none is configured.
+const DefaultServedModelName = "switchyard"
+
+// ModelName is the model_name label of the vllm:* series.
+func (c Config) ModelName() string {
+	if c.ServedModelName == "" {
+		return DefaultServedModelName
+	}
+	return c.ServedModelName
+}
 
 // Model is what the request paths need to know of the model.
 func (c Config) Model() ModelRules {

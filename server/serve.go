@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -135,6 +136,12 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	dcfg.Logger = cfg.Logger.With("component", "dispatcher")
 	dcfg.Registerer = reg
+	if reg != nil {
+		// vLLM's own series beside switchyard's, so its dashboards and alerts work.
+		if dcfg.VLLM, err = vllmmetrics.New(reg, cfg.ModelName(), 0); err != nil {
+			return nil, fmt.Errorf("vllm metrics: %w", err)
+		}
+	}
 	if s.node != nil && cfg.EnableWaves {
 		dcfg.Waves = s.node
 	}

@@ -114,6 +114,9 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "admin-allow", Category: "clients",
 				Usage:   "CIDR or IP allowed to call the admin endpoints (repeatable); default loopback only; a non-loopback network requires --admin-token",
 				Sources: cli.EnvVars("SWITCHYARD_ADMIN_ALLOW")},
+			&cli.StringFlag{Name: "served-model-name", Category: "requests",
+				Usage:   "the model_name label of the vllm:* metrics (vLLM's --served-model-name), which vLLM's Grafana dashboard selects on; default " + server.DefaultServedModelName,
+				Sources: cli.EnvVars("SWITCHYARD_SERVED_MODEL_NAME")},
 			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
 				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
 					"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
@@ -203,6 +206,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg.EOSTokenIDs = eos
 	cfg.VocabSize = cmd.Int64("vocab-size")
+	cfg.ServedModelName = cmd.String("served-model-name")
 	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
 	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
 	cfg.InputAddress = cmd.String("input-address")
