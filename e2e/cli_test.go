@@ -63,3 +63,41 @@ func TestRegistryAlone(t *testing.T) {
 		t.Errorf("exit code %d", code)
 	}
 }
+
+// A mock engine pointed at serve's msgpack client port (the mistake the old equal
+// defaults invited) fails at once and says which address it should have used.
+func TestMockEngineAtClientPort(t *testing.T) {
+	s := startServe(t, "--mock-engines", "1")
+	if s.client == "" {
+		t.Fatal("serve logged no client address")
+	}
+	cmd := exec.Command(binary, "mock-engine", "--handshake-address", s.client)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("mock-engine at the client port did not exit: %s", out)
+	}
+	if err == nil {
+		t.Fatalf("mock-engine at the client port succeeded: %s", out)
+	}
+	if !strings.Contains(string(out), "msgpack client port") || !strings.Contains(string(out), "--handshake-address") {
+		t.Errorf("the failure does not say what is wrong: %s", out)
+	}
+	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("serve exit code %d", code)
+	}
+}
+
+// mock-engine's default handshake address is not serve's default client address.
+func TestMockEngineDefaultAddress(t *testing.T) {
+	out, _ := exec.Command(binary, "mock-engine", "--help").CombinedOutput()
+	if !strings.Contains(string(out), "tcp://127.0.0.1:29550") {
+		t.Errorf("mock-engine --help does not show the default handshake address tcp://127.0.0.1:29550:\n%s", out)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/server"
 	"go.uber.org/goleak"
 )
 
@@ -59,5 +61,15 @@ func TestParseEOS(t *testing.T) {
 		if _, err := parseEOS(in); err == nil {
 			t.Errorf("parseEOS(%q) accepted", in)
 		}
+	}
+}
+
+// The defaults of serve and mock-engine must not point one at the other's wrong
+// port: mock-engine's handshake address is not serve's msgpack client address.
+func TestDefaultAddressesDistinct(t *testing.T) {
+	client := server.DefaultConfig().ClientAddress
+	hs := mockengine.DefaultConfig().HandshakeAddress
+	if client == hs {
+		t.Fatalf("mock-engine's default handshake address %s is serve's default client address", hs)
 	}
 }
