@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,7 +33,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "requests submitted in this first stretch are not measured"},
 			&cli.StringFlag{Name: "json", Usage: "write the report (every figure and the configuration) to this file"},
 			&cli.StringFlag{Name: "png", Usage: "write the chart (latency CDFs, and the sweep's latency vs throughput) to this file"},
-			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json --compare B.json (or A.json,B.json)"},
+			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json B.json (or --compare A.json --compare B.json, or A.json,B.json)"},
 			&cli.BoolFlag{Name: "all", Usage: "with --compare, list unchanged figures too"},
 
 			&cli.IntFlag{Name: "engines", Value: def.Engines, Category: "engines", Usage: "bench engine ranks"},
@@ -69,7 +68,12 @@ func benchCommand() *cli.Command {
 
 func runBench(ctx context.Context, cmd *cli.Command) error {
 	if files := cmd.StringSlice("compare"); len(files) > 0 {
-		return runCompare(cmd, files)
+		// `--compare A.json B.json`, as the READMEs write it: B.json is a positional
+		// argument to the flag parser.
+		return runCompare(cmd, append(files, cmd.Args().Slice()...))
+	}
+	if cmd.Args().Len() > 0 {
+		return fmt.Errorf("bench takes no arguments (got %q); to compare two reports: --compare A.json B.json", cmd.Args().Slice())
 	}
 	cfg := bench.DefaultConfig()
 	cfg.Duration = cmd.Duration("duration")
@@ -146,7 +150,7 @@ func runCompare(cmd *cli.Command, files []string) error {
 		names = append(names, strings.Split(f, ",")...)
 	}
 	if len(names) != 2 {
-		return errors.New("--compare takes exactly two reports: A.json B.json")
+		return fmt.Errorf("--compare takes exactly two reports, A.json B.json; got %d (%q)", len(names), names)
 	}
 	a, err := bench.ReadReport(names[0])
 	if err != nil {
@@ -156,7 +160,11 @@ func runCompare(cmd *cli.Command, files []string) error {
 	if err != nil {
 		return err
 	}
-	return bench.PrintCompare(os.Stdout, names[0], names[1], a, b, cmd.Bool("all"))
+	w := cmd.Root().Writer
+	if w == nil {
+		w = os.Stdout
+	}
+	return bench.PrintCompare(w, names[0], names[1], a, b, cmd.Bool("all"))
 }
 
 // benchEngineCommand is the child process of --engines-as-processes: one bench engine
