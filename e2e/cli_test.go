@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,5 +101,31 @@ func TestMockEngineDefaultAddress(t *testing.T) {
 	out, _ := exec.Command(binary, "mock-engine", "--help").CombinedOutput()
 	if !strings.Contains(string(out), "tcp://127.0.0.1:29550") {
 		t.Errorf("mock-engine --help does not show the default handshake address tcp://127.0.0.1:29550:\n%s", out)
+	}
+}
+
+// A bench run whose stderr is a log file writes no progress-bar frames into it.
+func TestBenchLogHasNoProgressFrames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short benchmark")
+	}
+	log, err := os.Create(filepath.Join(t.TempDir(), "bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(binary, "bench", "--duration", "300ms", "--warmup", "0", "--rate", "200",
+		"--engines", "1", "--no-baseline")
+	cmd.Stderr = log
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "\r") {
+		t.Errorf("the redirected log has \\r frames:\n%q", b)
 	}
 }

@@ -59,7 +59,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
-			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar"},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
 		},
 		Action:   runBench,
 		Commands: []*cli.Command{benchEngineCommand()},
@@ -115,7 +115,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	}
 	opt := bench.Options{Logger: newLogger(cmd, os.Stderr)}
 	if !cmd.Bool("quiet") {
-		opt.Progress = os.Stderr
+		opt.Progress = bench.ProgressTo(os.Stderr) // nil unless stderr is a terminal
 	}
 	if cfg.EnginesAsProcesses {
 		exe, err := os.Executable()
