@@ -104,6 +104,9 @@ func Title(r *Report) string {
 	}
 	line1 := fmt.Sprintf("switchyard bench: %s, %s, %s, layout %s, %s client, %d+%d tokens, step %v",
 		engines, load, c.Transport, layout, c.Client, c.PromptTokens, c.OutputTokens, c.StepTime)
+	if r.Runs > 1 {
+		line1 += fmt.Sprintf(", last of %d runs", r.Runs)
+	}
 	m := r.Machine
 	cpu := m.CPUModel
 	if cpu == "" {

@@ -128,4 +128,13 @@ func TestBenchLogHasNoProgressFrames(t *testing.T) {
 	if strings.Contains(string(b), "\r") {
 		t.Errorf("the redirected log has \\r frames:\n%q", b)
 	}
+	// One run judges nothing; --repeat 2 does.
+	if strings.Contains(string(out), "met  ") || strings.Contains(string(out), "MISSED") {
+		t.Errorf("a single run is judged:\n%s", out)
+	}
+	out, err = exec.Command(binary, "bench", "--duration", "200ms", "--warmup", "0", "--rate", "200",
+		"--engines", "1", "--repeat", "2").Output()
+	if err != nil || !strings.Contains(string(out), "2 runs: the figures below are the last run's") {
+		t.Errorf("bench --repeat 2: %v\n%s", err, out)
+	}
 }

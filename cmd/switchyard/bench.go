@@ -35,6 +35,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "png", Usage: "write the chart (latency CDFs, and the sweep's latency vs throughput) to this file"},
 			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json B.json (or --compare A.json --compare B.json, or A.json,B.json)"},
 			&cli.BoolFlag{Name: "all", Usage: "with --compare, list unchanged figures too"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole measurement N times; targets are judged met or missed only over N >= 2 runs"},
 
 			&cli.IntFlag{Name: "engines", Value: def.Engines, Category: "engines", Usage: "bench engine ranks"},
 			&cli.BoolFlag{Name: "engines-as-processes", Category: "engines", Usage: "run each engine as a child process (timestamps: wall clock, one host)"},
@@ -95,6 +96,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.Baseline = !cmd.Bool("no-baseline")
 	cfg.Inflight = cmd.Int("inflight")
 	cfg.Profile = cmd.String("cpuprofile")
+	cfg.Repeat = cmd.Int("repeat")
 	if s := cmd.String("sweep"); s != "" {
 		for f := range strings.SplitSeq(s, ",") {
 			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
