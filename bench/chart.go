@@ -5,9 +5,12 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -48,9 +51,15 @@ func WritePNG(path string, r *Report) error {
 	if len(plots) == 0 {
 		return fmt.Errorf("bench: chart: %w", ErrNoSamples)
 	}
-	const w, h = 7 * vg.Inch, 4 * vg.Inch
-	img := vgimg.New(w, h*vg.Length(len(plots)))
-	dc := draw.New(img)
+	const w, h, header = 7 * vg.Inch, 4 * vg.Inch, 14 * vg.Millimeter
+	img := vgimg.New(w, h*vg.Length(len(plots))+header)
+	full := draw.New(img)
+	full.SetColor(color.White)
+	full.Fill(full.Rectangle.Path())
+	sty := text.Style{Color: color.Black, Font: font.From(plot.DefaultFont, 10), XAlign: draw.XCenter,
+		YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
+	full.FillText(sty, vg.Point{X: w / 2, Y: full.Max.Y - 2*vg.Millimeter}, Title(r))
+	dc := draw.Crop(full, 0, 0, 0, -header)
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}
 	for i, p := range plots {
 		p.Draw(tiles.At(dc, 0, i))
@@ -64,6 +73,65 @@ func WritePNG(path string, r *Report) error {
 		return fmt.Errorf("bench: chart: %w", err)
 	}
 	return f.Close()
+}
+
+// Title names the run a chart shows, two lines: the configuration (engines,
+// load, transport, layout, client), then the machine and the date.
+func Title(r *Report) string {
+	c := r.Config
+	var load string
+	switch {
+	case c.Inflight > 0:
+		load = fmt.Sprintf("%d requests in flight", c.Inflight)
+	case len(c.Sweep) > 0:
+		var rates []string
+		for _, x := range c.Sweep {
+			rates = append(rates, fmtRate(x))
+		}
+		load = "sweep " + strings.Join(rates, ", ") + " req/s"
+	case c.Rate > 0:
+		load = fmtRate(c.Rate) + " req/s open loop"
+	default:
+		load = fmt.Sprintf("closed loop, %d in flight", c.Concurrency)
+	}
+	engines := fmt.Sprintf("%d engines", c.Engines)
+	if c.Mode == ModeTarget {
+		engines = "target " + c.Target
+	}
+	layout := c.VLLMLayout
+	if layout == "" {
+		layout = "newest"
+	}
+	line1 := fmt.Sprintf("switchyard bench: %s, %s, %s, layout %s, %s client, %d+%d tokens, step %v",
+		engines, load, c.Transport, layout, c.Client, c.PromptTokens, c.OutputTokens, c.StepTime)
+	if r.Runs > 1 {
+		line1 += fmt.Sprintf(", last of %d runs", r.Runs)
+	}
+	m := r.Machine
+	cpu := m.CPUModel
+	if cpu == "" {
+		cpu = m.GOARCH
+	}
+	line2 := fmt.Sprintf("%s, %d CPUs (GOMAXPROCS %d), %s %s", cpu, m.CPUs, m.GOMAXPROCS, m.GOOS, m.GoVersion)
+	if m.Hostname != "" {
+		line2 += ", " + m.Hostname
+	}
+	if !r.StartedAt.IsZero() {
+		line2 += ", " + r.StartedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return line1 + "\n" + line2
+}
+
+// fmtRate writes a rate with thousands separators: 5,000.
+func fmtRate(x float64) string {
+	if x != math.Trunc(x) || x >= 1e15 {
+		return fmt.Sprintf("%g", x)
+	}
+	s := fmt.Sprintf("%d", int64(x))
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func baseOf(r *Report, get func(*Phase) Summary) *Summary {

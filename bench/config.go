@@ -74,6 +74,11 @@ type Config struct {
 
 	// Profile, when set, writes a CPU profile of the switchyard phase to this file.
 	Profile string `json:"profile,omitempty"`
+
+	// Repeat runs the whole measurement this many times (0 or 1: once). Targets are
+	// judged met or missed only over two runs or more: one run's noise decides a
+	// ratio either way.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // DefaultConfig is the run the README quotes for the first target: 8 engines, 5,000
@@ -161,6 +166,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Inflight < 0 {
 		return bad("inflight", "must not be negative")
+	}
+	if c.Repeat < 0 {
+		return bad("repeat", "must not be negative")
 	}
 	return nil
 }

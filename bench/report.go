@@ -36,6 +36,14 @@ type Report struct {
 	// Targets checks the figures against issue #6's targets where this run's shape
 	// matches the target's scenario.
 	Targets []Target `json:"targets,omitempty"`
+
+	// Warnings are reasons to distrust the figures, e.g. that the load generator
+	// fell behind its schedule, so the offered rate was not reached.
+	Warnings []string `json:"warnings,omitempty"`
+
+	// Runs is how many runs this report combines (Config.Repeat); the latency
+	// figures are the last run's, the targets every run's.
+	Runs int `json:"runs,omitempty"`
 }
 
 // Machine says where the figures were taken; numbers from different machines do not
@@ -134,9 +142,20 @@ type Target struct {
 	Want string  `json:"want"`
 	Got  float64 `json:"got"`
 	Unit string  `json:"unit"`
-	Met  bool    `json:"met"`
-	Note string  `json:"note,omitempty"`
+	// Met: the target held in every one of at least two runs (--repeat); a single
+	// run is not judged and has Met false. A "reported" target is always Met.
+	Met  bool   `json:"met"`
+	Note string `json:"note,omitempty"`
+	// Runs is how many runs checked the target, MetRuns in how many it held, Gots
+	// each run's figure (Got is their median).
+	Runs    int       `json:"runs"`
+	MetRuns int       `json:"met_runs"`
+	Gots    []float64 `json:"gots,omitempty"`
 }
+
+// Judged reports whether the target's Met is a verdict: over two runs or more, or
+// a figure that is only reported.
+func (t Target) Judged() bool { return t.Runs >= 2 || t.Want == wantReported }
 
 // ratioOf divides switchyard's overhead percentiles by the baseline's.
 func ratioOf(sw, base *Phase) *Ratio {

@@ -52,6 +52,23 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 		return nil, err
 	}
 	opt = opt.withDefaults()
+	var reps []*Report
+	for i := range max(cfg.Repeat, 1) {
+		if i > 0 {
+			opt.Logger.Info("bench: next run", "run", i+1, "of", cfg.Repeat)
+			runtime.GC()
+		}
+		r, err := runOnce(ctx, cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		reps = append(reps, r)
+	}
+	return Combine(reps), nil
+}
+
+// runOnce is one run of the configuration.
+func runOnce(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	r := &Report{Schema: SchemaVersion, StartedAt: time.Now().UTC(), Machine: ThisMachine(), Config: cfg}
 	if cfg.Inflight > 0 {
 		m, err := runMemory(ctx, cfg, opt)
@@ -92,6 +109,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	}
 	r.OverheadRatio = ratioOf(r.Switchyard, r.Baseline)
 	r.Targets = checkTargets(r)
+	r.Warnings = lagWarnings(r)
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -26,8 +27,12 @@ func PrintTable(w io.Writer, r *Report) error {
 	if c.Mode == ModeTarget {
 		where = "target " + c.Target
 	}
-	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n\n",
+	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n",
 		where, load, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Seed)
+	if r.Runs > 1 {
+		fmt.Fprintf(w, "%d runs: the figures below are the last run's, the targets every run's\n", r.Runs)
+	}
+	fmt.Fprintln(w)
 
 	if r.Memory != nil {
 		return printMemory(w, r.Memory)
@@ -119,6 +124,7 @@ func PrintTable(w io.Writer, r *Report) error {
 			fmt.Fprintln(w, line)
 		}
 	}
+	printWarnings(w, r.Warnings)
 	printTargets(w, r.Targets)
 	return nil
 }
@@ -134,19 +140,52 @@ func printMemory(w io.Writer, m *Memory) error {
 	return nil
 }
 
+func printWarnings(w io.Writer, ws []string) {
+	if len(ws) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, s := range ws {
+		fmt.Fprintf(w, "WARNING: %s\n", s)
+	}
+}
+
+// printTargets states each target: met or MISSED only over repeated runs (how many
+// held, and each run's figure); a single run's comparison is shown, not judged.
 func printTargets(w io.Writer, ts []Target) {
 	if len(ts) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\ntargets (issue #6):")
 	for _, t := range ts {
-		mark := "MISSED"
-		if t.Met {
+		var mark, runs string
+		switch {
+		case t.Want == wantReported:
+			mark = "report"
+		case t.Runs < 2:
+			mark = "-"
+			runs = "single run, not judged (--repeat N, N >= 2, judges)"
+		case t.Met:
 			mark = "met"
+		default:
+			mark = "MISSED"
 		}
-		fmt.Fprintf(w, "  %-6s %s: got %s %s, want %s", mark, t.Name, fmtFloat(t.Got), t.Unit, t.Want)
-		if t.Note != "" {
-			fmt.Fprintf(w, " (%s)", t.Note)
+		if t.Runs >= 2 && t.Want != wantReported {
+			var gots []string
+			for _, g := range t.Gots {
+				gots = append(gots, fmtFloat(g))
+			}
+			runs = fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, strings.Join(gots, ", "))
+		}
+		got := "got"
+		if t.Runs >= 2 {
+			got = "median"
+		}
+		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", mark, t.Name, got, fmtFloat(t.Got), t.Unit, t.Want)
+		for _, s := range []string{runs, t.Note} {
+			if s != "" {
+				fmt.Fprintf(w, " (%s)", s)
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -35,9 +35,18 @@ func checkTargets(r *Report) []Target {
 		// The process holds the client and the engines in both phases, so the
 		// difference is the frontend's CPU over the relay's (which does almost nothing).
 		d := (sw.CPUSecondsPer1kRequests - base.CPUSecondsPer1kRequests) * 1000 // µs per request
-		ts = append(ts, Target{Name: "dispatch-path CPU per request (switchyard phase minus relay phase)", Want: "reported",
+		ts = append(ts, Target{Name: "dispatch-path CPU per request (switchyard phase minus relay phase)", Want: wantReported,
 			Got: d, Unit: "µs CPU", Met: true,
 			Note: "anchors: vLLM Python ~131 M instructions/request, Rust ~9.8 M, both with HTTP and tokenization"})
+	}
+	// One run: each target's comparison is recorded (MetRuns) but not a verdict.
+	for i := range ts {
+		t := &ts[i]
+		t.Runs, t.Gots = 1, []float64{t.Got}
+		if t.Met {
+			t.MetRuns = 1
+		}
+		t.Met = t.Want == wantReported
 	}
 	return ts
 }

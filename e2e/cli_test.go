@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,5 +63,78 @@ func TestRegistryAlone(t *testing.T) {
 	resp.Body.Close()
 	if code := p.stop(syscall.SIGTERM, 10*time.Second); code != 0 {
 		t.Errorf("exit code %d", code)
+	}
+}
+
+// A mock engine pointed at serve's msgpack client port (the mistake the old equal
+// defaults invited) fails at once and says which address it should have used.
+func TestMockEngineAtClientPort(t *testing.T) {
+	s := startServe(t, "--mock-engines", "1")
+	if s.client == "" {
+		t.Fatal("serve logged no client address")
+	}
+	cmd := exec.Command(binary, "mock-engine", "--handshake-address", s.client)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("mock-engine at the client port did not exit: %s", out)
+	}
+	if err == nil {
+		t.Fatalf("mock-engine at the client port succeeded: %s", out)
+	}
+	if !strings.Contains(string(out), "msgpack client port") || !strings.Contains(string(out), "--handshake-address") {
+		t.Errorf("the failure does not say what is wrong: %s", out)
+	}
+	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("serve exit code %d", code)
+	}
+}
+
+// mock-engine's default handshake address is not serve's default client address.
+func TestMockEngineDefaultAddress(t *testing.T) {
+	out, _ := exec.Command(binary, "mock-engine", "--help").CombinedOutput()
+	if !strings.Contains(string(out), "tcp://127.0.0.1:29550") {
+		t.Errorf("mock-engine --help does not show the default handshake address tcp://127.0.0.1:29550:\n%s", out)
+	}
+}
+
+// A bench run whose stderr is a log file writes no progress-bar frames into it.
+func TestBenchLogHasNoProgressFrames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short benchmark")
+	}
+	log, err := os.Create(filepath.Join(t.TempDir(), "bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(binary, "bench", "--duration", "300ms", "--warmup", "0", "--rate", "200",
+		"--engines", "1", "--no-baseline")
+	cmd.Stderr = log
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "\r") {
+		t.Errorf("the redirected log has \\r frames:\n%q", b)
+	}
+	// One run judges nothing; --repeat 2 does.
+	if strings.Contains(string(out), "met  ") || strings.Contains(string(out), "MISSED") {
+		t.Errorf("a single run is judged:\n%s", out)
+	}
+	out, err = exec.Command(binary, "bench", "--duration", "200ms", "--warmup", "0", "--rate", "200",
+		"--engines", "1", "--repeat", "2").Output()
+	if err != nil || !strings.Contains(string(out), "2 runs: the figures below are the last run's") {
+		t.Errorf("bench --repeat 2: %v\n%s", err, out)
 	}
 }

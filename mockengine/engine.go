@@ -17,6 +17,7 @@
 package mockengine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,10 +81,16 @@ const (
 	FaultStall                    // stop reading and stepping (StallAfterSteps)
 )
 
+// DefaultHandshakeAddress is where a mock engine looks for its frontend by
+// default: vLLM's default --data-parallel-rpc-port on the loopback, so it joins
+// `switchyard serve --handshake-address tcp://127.0.0.1:29550`. It is not serve's
+// client port (5570), which speaks the msgpack client protocol, not the handshake.
+const DefaultHandshakeAddress = "tcp://127.0.0.1:29550"
+
 // DefaultConfig: rank 0 of 1, a step every 10 ms, one token per step.
 func DefaultConfig() Config {
 	return Config{
-		HandshakeAddress: "tcp://127.0.0.1:5570",
+		HandshakeAddress: DefaultHandshakeAddress,
 		DataParallelSize: 1,
 		StepInterval:     10 * time.Millisecond,
 		TokensPerStep:    1,
@@ -208,6 +215,19 @@ func (e *engine) dialHandshake(ctx context.Context) (transport.Socket, error) {
 	}
 }
 
+// notHandshake explains an undecodable answer to HELLO: the usual cause is an
+// engine pointed at a frontend's msgpack client port (serve --client-address),
+// which answers a HELLO with an InvalidMessage error rather than an INIT.
+func notHandshake(addr string, frames [][]byte, err error) error {
+	for _, f := range frames {
+		if bytes.Contains(f, []byte("InvalidMessage")) {
+			return fmt.Errorf("mockengine: %s is a msgpack client port (switchyard serve --client-address), not a handshake address: "+
+				"point --handshake-address at serve's --handshake-address (default %s)", addr, DefaultHandshakeAddress)
+		}
+	}
+	return fmt.Errorf("mockengine: %s answered HELLO with no handshake INIT (is it a frontend's handshake address, serve --handshake-address?): %w", addr, err)
+}
+
 // connect does what EngineCoreProc does at startup: HELLO, INIT, DEALER to every
 // input and PUSH to every output, one registration per input, READY.
 func (e *engine) connect(ctx context.Context) error {
@@ -228,7 +248,7 @@ func (e *engine) connect(ctx context.Context) error {
 		}
 		init, err := wire.DecodeInit(frames[0])
 		if err != nil {
-			return fmt.Errorf("mockengine: INIT: %w", err)
+			return notHandshake(e.cfg.HandshakeAddress, frames, err)
 		}
 		inputs, outputs = init.Addresses.Inputs, init.Addresses.Outputs
 		e.coordinatorInput, e.coordinatorOutput = init.Addresses.CoordinatorInput, init.Addresses.CoordinatorOutput

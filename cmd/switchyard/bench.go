@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,8 +33,9 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "requests submitted in this first stretch are not measured"},
 			&cli.StringFlag{Name: "json", Usage: "write the report (every figure and the configuration) to this file"},
 			&cli.StringFlag{Name: "png", Usage: "write the chart (latency CDFs, and the sweep's latency vs throughput) to this file"},
-			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json --compare B.json (or A.json,B.json)"},
+			&cli.StringSliceFlag{Name: "compare", Usage: "print the change between two reports: --compare A.json B.json (or --compare A.json --compare B.json, or A.json,B.json)"},
 			&cli.BoolFlag{Name: "all", Usage: "with --compare, list unchanged figures too"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole measurement N times; targets are judged met or missed only over N >= 2 runs"},
 
 			&cli.IntFlag{Name: "engines", Value: def.Engines, Category: "engines", Usage: "bench engine ranks"},
 			&cli.BoolFlag{Name: "engines-as-processes", Category: "engines", Usage: "run each engine as a child process (timestamps: wall clock, one host)"},
@@ -60,7 +60,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
-			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar"},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
 		},
 		Action:   runBench,
 		Commands: []*cli.Command{benchEngineCommand()},
@@ -69,7 +69,12 @@ func benchCommand() *cli.Command {
 
 func runBench(ctx context.Context, cmd *cli.Command) error {
 	if files := cmd.StringSlice("compare"); len(files) > 0 {
-		return runCompare(cmd, files)
+		// `--compare A.json B.json`, as the READMEs write it: B.json is a positional
+		// argument to the flag parser.
+		return runCompare(cmd, append(files, cmd.Args().Slice()...))
+	}
+	if cmd.Args().Len() > 0 {
+		return fmt.Errorf("bench takes no arguments (got %q); to compare two reports: --compare A.json B.json", cmd.Args().Slice())
 	}
 	cfg := bench.DefaultConfig()
 	cfg.Duration = cmd.Duration("duration")
@@ -91,6 +96,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.Baseline = !cmd.Bool("no-baseline")
 	cfg.Inflight = cmd.Int("inflight")
 	cfg.Profile = cmd.String("cpuprofile")
+	cfg.Repeat = cmd.Int("repeat")
 	if s := cmd.String("sweep"); s != "" {
 		for f := range strings.SplitSeq(s, ",") {
 			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -111,7 +117,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	}
 	opt := bench.Options{Logger: newLogger(cmd, os.Stderr)}
 	if !cmd.Bool("quiet") {
-		opt.Progress = os.Stderr
+		opt.Progress = bench.ProgressTo(os.Stderr) // nil unless stderr is a terminal
 	}
 	if cfg.EnginesAsProcesses {
 		exe, err := os.Executable()
@@ -146,7 +152,7 @@ func runCompare(cmd *cli.Command, files []string) error {
 		names = append(names, strings.Split(f, ",")...)
 	}
 	if len(names) != 2 {
-		return errors.New("--compare takes exactly two reports: A.json B.json")
+		return fmt.Errorf("--compare takes exactly two reports, A.json B.json; got %d (%q)", len(names), names)
 	}
 	a, err := bench.ReadReport(names[0])
 	if err != nil {
@@ -156,7 +162,11 @@ func runCompare(cmd *cli.Command, files []string) error {
 	if err != nil {
 		return err
 	}
-	return bench.PrintCompare(os.Stdout, names[0], names[1], a, b, cmd.Bool("all"))
+	w := cmd.Root().Writer
+	if w == nil {
+		w = os.Stdout
+	}
+	return bench.PrintCompare(w, names[0], names[1], a, b, cmd.Bool("all"))
 }
 
 // benchEngineCommand is the child process of --engines-as-processes: one bench engine

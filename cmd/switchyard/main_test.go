@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/wire"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -79,5 +83,55 @@ func TestVersionFlag(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--version output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The defaults of serve and mock-engine must not point one at the other's wrong
+// port: mock-engine's handshake address is not serve's msgpack client address.
+func TestDefaultAddressesDistinct(t *testing.T) {
+	client := server.DefaultConfig().ClientAddress
+	hs := mockengine.DefaultConfig().HandshakeAddress
+	if client == hs {
+		t.Fatalf("mock-engine's default handshake address %s is serve's default client address", hs)
+	}
+}
+
+// `bench --compare A.json B.json`, the form both READMEs show, compares the two
+// reports, as do the repeated-flag and comma forms; anything but two is refused.
+func TestBenchCompareForms(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	for _, p := range []string{a, b} {
+		h := bench.NewHist()
+		h.Record(time.Millisecond)
+		s := h.Summarize()
+		r := &bench.Report{Schema: bench.SchemaVersion, Config: bench.DefaultConfig(),
+			Switchyard: &bench.Phase{Name: "switchyard", Requests: 1, Seconds: 1, Dispatch: s, Return: s, Overhead: s, TTFT: s, ITL: s, E2E: s}}
+		if err := r.WriteJSON(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		cmd := rootCommand()
+		out := &strings.Builder{}
+		cmd.Writer, cmd.ErrWriter = out, &strings.Builder{}
+		err := cmd.Run(context.Background(), append([]string{"switchyard", "bench"}, args...))
+		return out.String(), err
+	}
+	for _, args := range [][]string{
+		{"--compare", a, b}, {"--compare", a, "--compare", b}, {"--compare", a + "," + b}, {"--compare", a, b, "--all"},
+	} {
+		out, err := run(args...)
+		if err != nil || !strings.Contains(out, "a.json") || !strings.Contains(out, "b.json") {
+			t.Errorf("bench %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, args := range [][]string{{"--compare", a}, {"--compare", a, b, b}} {
+		if _, err := run(args...); err == nil || !strings.Contains(err.Error(), "exactly two") {
+			t.Errorf("bench %v: %v, want a refusal", args, err)
+		}
+	}
+	if _, err := run(a); err == nil || !strings.Contains(err.Error(), "--compare A.json B.json") {
+		t.Errorf("bench with a stray argument: %v", err)
 	}
 }
