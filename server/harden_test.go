@@ -350,24 +350,26 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("with 10 idle connections over a cap of 3: %q", ans)
 	}
 	// Three requests in progress fill the cap; a fourth connection is refused.
+	// They start one after another: a new connection that has not sent its
+	// request yet is idle, and the next one's arrival may rightly close it.
 	held := make(chan string, 3)
-	for range 3 {
+	for k := 1; k <= 3; k++ {
 		go func() {
 			held <- rawRequest(t, addr, "GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false)
 		}()
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lim.mu.Lock()
-		busy := lim.open - lim.idle.Len()
-		lim.mu.Unlock()
-		if busy == 3 {
-			break
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			lim.mu.Lock()
+			busy := lim.open - lim.idle.Len()
+			lim.mu.Unlock()
+			if busy == k {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections in a request, want %d", busy, k)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections in a request, want 3", busy)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	ans := rawRequest(t, addr, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", false)
 	if !strings.HasPrefix(ans, "HTTP/1.1 503") || !strings.Contains(ans, "Retry-After: 1") || !strings.Contains(ans, `"code":503`) {
