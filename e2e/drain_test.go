@@ -99,12 +99,8 @@ func TestDrainUnderLoad(t *testing.T) {
 		}()
 	}
 	eventually(t, 10*time.Second, "rank 1 loaded", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 && e.InFlight >= 2 {
-				return true
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.InFlight >= 2
 	})
 	if code, body := s.admin(t, "/v1/engines/1/drain"); code != 401 {
 		t.Errorf("drain without the token: %d %s", code, body)
@@ -123,12 +119,8 @@ func TestDrainUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "rank 1 drained", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 {
-				return e.State == "draining" && e.Draining && e.InFlight == 0
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.State == "draining" && e.Draining && e.InFlight == 0
 	})
 	okAtDrained := ok.Load()
 	eventually(t, 10*time.Second, "load goes on on rank 0", func() bool { return ok.Load() >= okAtDrained+20 })
@@ -138,12 +130,8 @@ func TestDrainUnderLoad(t *testing.T) {
 		t.Errorf("undrain: %d %s", code, body)
 	}
 	eventually(t, 10*time.Second, "rank 1 takes requests again", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 {
-				return e.InFlight > 0
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.InFlight > 0
 	})
 	close(stop)
 	wg.Wait()
@@ -231,12 +219,8 @@ func TestDrainMigrateAndRestartUnderLoad(t *testing.T) {
 		}()
 	}
 	eventually(t, 10*time.Second, "rank 1 loaded", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 && e.InFlight >= 2 {
-				return true
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.InFlight >= 2
 	})
 	code, body := s.admin(t, "/v1/engines/1/drain?migrate=true", auth...)
 	var res struct {
@@ -249,29 +233,21 @@ func TestDrainMigrateAndRestartUnderLoad(t *testing.T) {
 		t.Fatalf("drain?migrate=true: %d %s", code, body)
 	}
 	eventually(t, 5*time.Second, "rank 1 empty", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 {
-				return e.InFlight == 0
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.InFlight == 0
 	})
 	// The upgrade: stop the engine, start it again, undrain.
 	if code := victim.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
 		t.Errorf("engine exit code %d", code)
 	}
 	startEngine(t, s.handshake, 1, 2)
-	eventually(t, 20*time.Second, "rank 1 back", func() bool { return ready(t, s, 1) || drainingUp(t, s, 1) })
+	eventually(t, 20*time.Second, "rank 1 back", func() bool { return ready(t, s, 1) || s.rankView(t, 1).State == "draining" })
 	if code, body := s.admin(t, "/v1/engines/1/undrain", auth...); code != 200 {
 		t.Fatalf("undrain: %d %s", code, body)
 	}
 	eventually(t, 10*time.Second, "rank 1 takes requests again", func() bool {
-		for _, e := range s.drainViews(t) {
-			if e.Rank == 1 {
-				return e.InFlight > 0
-			}
-		}
-		return false
+		e := s.rankView(t, 1)
+		return e.InFlight > 0
 	})
 	close(stop)
 	wg.Wait()
@@ -282,12 +258,13 @@ func TestDrainMigrateAndRestartUnderLoad(t *testing.T) {
 	}
 }
 
-// drainingUp: rank is connected and draining (a draining rank is not "ready").
-func drainingUp(t *testing.T, s *server, rank int) bool {
+// rankView is rank's entry in /v1/engines (the zero view, state "", when absent).
+func (s *server) rankView(t *testing.T, rank int) drainView {
+	t.Helper()
 	for _, e := range s.drainViews(t) {
 		if e.Rank == rank {
-			return e.State == "draining"
+			return e
 		}
 	}
-	return false
+	return drainView{}
 }
