@@ -69,13 +69,6 @@ func (l *Layout) String() string {
 	return fmt.Sprintf("%s (%s)", l.Name, l.Source)
 }
 
-// NumOutputFields is how many fields the layout's EngineCoreOutput has.
-func (l *Layout) NumOutputFields() int { return len(l.out) }
-
-// OutputFieldKnown reports whether switchyard decodes output field i of l (false: it
-// is skipped).
-func (l *Layout) OutputFieldKnown(i int) bool { return i < len(l.out) && l.out[i].id != outUnknown }
-
 // EOSInRequest reports layouts that carry the EOS id at EngineCoreRequest.eos_token_id
 // (before 2026-02-12) rather than in SamplingParams._eos_token_id.
 func (l *Layout) EOSInRequest() bool { return l.eosInRequest }

@@ -75,7 +75,7 @@ func (l *Layout) AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [
 			}
 			var dropped uint64
 			b, dropped = appendSampling(b, r.Sampling, allow)
-			if dropped &^= l.harmless(r.Sampling) | l.eosBit(); dropped != 0 {
+			if dropped &^= harmless(r.Sampling) | l.eosBit(); dropped != 0 {
 				return dst, nil, &LayoutError{Layout: l.Name, Field: "sampling_params." + firstBitName(dropped, samplingKeyNames[:]),
 					Msg: "not known to engines of this vLLM release"}
 			}
@@ -154,7 +154,7 @@ func (l *Layout) eosBit() uint64 {
 // harmless is the set keys of p whose value is what an engine that does not know the
 // key does anyway, so leaving them out does not change the request:
 // skip_reading_prefix_cache false (post-init's value when prompt logprobs are off).
-func (l *Layout) harmless(p *SamplingParams) uint64 {
+func harmless(p *SamplingParams) uint64 {
 	var h uint64
 	if p.SkipReadingPrefixCache.Valid && !p.SkipReadingPrefixCache.Value {
 		h |= 1 << 36
