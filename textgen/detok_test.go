@@ -34,7 +34,7 @@ func (f *fakeTok) Decode(ids []int64, skip bool) string {
 func (f *fakeTok) NewStream(skip bool) Stream { return &fakeStream{t: f, skip: skip} }
 
 func (f *fakeTok) AddedToken(id int64) (string, bool) { a, ok := f.added[id]; return a, ok }
-func (f *fakeTok) HasAddedTokens() bool                 { return len(f.added) > 0 }
+func (f *fakeTok) HasAddedTokens() bool               { return len(f.added) > 0 }
 
 type fakeStream struct {
 	t       *fakeTok
