@@ -98,6 +98,10 @@ type Config struct {
 	// --served-model-name); empty = DefaultServedModelName.
 	ServedModelName string
 
+	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
+	// token ids only. Its Name is the served model name.
+	Text *Text
+
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
 	// stop_token_ids and _all_stop_token_ids). Empty sends ignore_eos instead.

@@ -462,6 +462,11 @@ func decodeStreamOptions(key string, raw []byte, dst **StreamOptions) error {
 			return badRequest(key, "%s.include_usage: expected a boolean", key)
 		}
 	}
+	if v, ok := m["continuous_usage_stats"]; ok {
+		if err := json.Unmarshal(v, &so.ContinuousUsageStats); err != nil {
+			return badRequest(key, "%s.continuous_usage_stats: expected a boolean", key)
+		}
+	}
 	*dst = so
 	return nil
 }

@@ -271,6 +271,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
 		ContextLen:  events.contexts.largest,
 		LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+		Text: cfg.Text, ServedModelName: cfg.ModelName(),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)
 	if err != nil {
