@@ -7,27 +7,34 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
+
+	"github.com/switchyard-llm/switchyard/chattemplate"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions.
 type ChatRequest struct {
 	CompletionRequest // the sampling fields; prompt, echo and suffix are not chat's
 
-	Messages             []map[string]any `json:"messages"`
-	MaxCompletionTokens  *int64           `json:"max_completion_tokens"`
-	ChatLogprobs         bool             `json:"logprobs"`
-	TopLogprobs          *int64           `json:"top_logprobs"`
-	Tools                []any            `json:"tools"`
-	ToolChoice           json.RawMessage  `json:"tool_choice"`
-	Documents            []any            `json:"documents"`
-	ChatTemplate         *string          `json:"chat_template"`
-	ChatTemplateKwargs   map[string]any   `json:"chat_template_kwargs"`
-	AddGenerationPrompt  *bool            `json:"add_generation_prompt"`
-	ContinueFinalMessage bool             `json:"continue_final_message"`
+	// Messages, Tools, Documents and ChatTemplateKwargs stay raw JSON until they
+	// are decoded for the template as Python would (ordered objects, int64s).
+	Messages             json.RawMessage `json:"messages"`
+	MaxCompletionTokens  *int64          `json:"max_completion_tokens"`
+	ChatLogprobs         bool            `json:"logprobs"`
+	TopLogprobs          *int64          `json:"top_logprobs"`
+	Tools                json.RawMessage `json:"tools"`
+	ToolChoice           json.RawMessage `json:"tool_choice"`
+	Documents            json.RawMessage `json:"documents"`
+	ChatTemplate         *string         `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage bool            `json:"continue_final_message"`
+
+	messages []map[string]any // Messages decoded, by validate
 }
 
 // field returns a pointer to the field named key, or nil.
@@ -111,13 +118,8 @@ func readChat(r io.Reader) (*ChatRequest, error) {
 // validate checks the chat fields and folds them into the completions ones:
 // max_completion_tokens (or max_tokens), logprobs/top_logprobs.
 func (r *ChatRequest) validate() error {
-	if len(r.Messages) == 0 {
-		return badRequest("messages", "messages is required: a list of {role, content} objects")
-	}
-	for i, m := range r.Messages {
-		if _, ok := m["role"].(string); !ok {
-			return badRequest("messages", "messages[%d].role: expected a string", i)
-		}
+	if err := r.decodeMessages(); err != nil {
+		return err
 	}
 	if r.MaxCompletionTokens != nil {
 		r.MaxTokens = r.MaxCompletionTokens
@@ -145,13 +147,70 @@ func (r *ChatRequest) validate() error {
 	return r.validateText()
 }
 
+// isNull reports an absent or null raw field.
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// decodeMessages decodes messages as the template will see them.
+func (r *ChatRequest) decodeMessages() *APIError {
+	if isNull(r.Messages) {
+		return badRequest("messages", "messages is required: a list of {role, content} objects")
+	}
+	v, err := chattemplate.DecodeJSON(r.Messages)
+	list, ok := v.([]any)
+	if err != nil || !ok {
+		return badRequest("messages", "messages: expected a list of {role, content} objects")
+	}
+	if len(list) == 0 {
+		return badRequest("messages", "messages must not be empty")
+	}
+	r.messages = make([]map[string]any, len(list))
+	for i, e := range list {
+		o, ok := e.(*chattemplate.Object)
+		if !ok {
+			return badRequest("messages", "messages[%d]: expected an object", i)
+		}
+		m := make(map[string]any, o.Len())
+		for _, k := range o.Keys() {
+			m[k], _ = o.Get(k)
+		}
+		if _, ok := m["role"].(string); !ok {
+			return badRequest("messages", "messages[%d].role: expected a string", i)
+		}
+		r.messages[i] = m
+	}
+	return nil
+}
+
+// decodeList decodes an optional JSON list (tools, documents).
+func decodeList(name string, raw json.RawMessage) ([]any, *APIError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	v, err := chattemplate.DecodeJSON(raw)
+	l, ok := v.([]any)
+	if err != nil || !ok {
+		return nil, badRequest(name, "%s: expected a list", name)
+	}
+	return l, nil
+}
+
 // chatInput normalises the messages for a template of the given content format
 // (vLLM's parse_chat_messages): "string" joins text parts with newlines, "openai"
 // turns string content into [{"type": "text", "text": ...}]. Parts other than text
-// (images, audio) are refused: switchyard does no multimodal preprocessing.
+// (images, audio) are refused: switchyard does no multimodal preprocessing. Tool
+// call arguments (a JSON string on the wire) are parsed, as templates read them
+// as objects.
 func (r *ChatRequest) chatInput(format string) (ChatInput, error) {
-	msgs := make([]map[string]any, len(r.Messages))
-	for i, m := range r.Messages {
+	if r.messages == nil {
+		if err := r.decodeMessages(); err != nil {
+			return ChatInput{}, err
+		}
+	}
+	msgs := make([]map[string]any, len(r.messages))
+	for i, m := range r.messages {
 		out := make(map[string]any, len(m))
 		for k, v := range m {
 			out[k] = v
@@ -161,41 +220,30 @@ func (r *ChatRequest) chatInput(format string) (ChatInput, error) {
 			return ChatInput{}, err
 		}
 		out["content"] = content
-		// Templates read tool call arguments as objects (vLLM parses the JSON string).
 		if calls, ok := m["tool_calls"].([]any); ok {
-			fixed := make([]any, len(calls))
-			for j, c := range calls {
-				fixed[j] = c
-				cm, ok := c.(map[string]any)
-				if !ok {
-					continue
-				}
-				fn, ok := cm["function"].(map[string]any)
-				if !ok {
-					continue
-				}
-				if args, ok := fn["arguments"].(string); ok {
-					var parsed any
-					if json.Unmarshal([]byte(args), &parsed) == nil {
-						nfn := map[string]any{}
-						for k, v := range fn {
-							nfn[k] = v
-						}
-						nfn["arguments"] = parsed
-						ncm := map[string]any{}
-						for k, v := range cm {
-							ncm[k] = v
-						}
-						ncm["function"] = nfn
-						fixed[j] = ncm
-					}
-				}
-			}
-			out["tool_calls"] = fixed
+			out["tool_calls"] = parseToolArguments(calls)
 		}
 		msgs[i] = out
 	}
-	in := ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents, AddGenerationPrompt: true, Kwargs: r.ChatTemplateKwargs}
+	in := ChatInput{Messages: msgs, AddGenerationPrompt: true}
+	var apiErr *APIError
+	if in.Tools, apiErr = decodeList("tools", r.Tools); apiErr != nil {
+		return ChatInput{}, apiErr
+	}
+	if in.Documents, apiErr = decodeList("documents", r.Documents); apiErr != nil {
+		return ChatInput{}, apiErr
+	}
+	if !isNull(r.ChatTemplateKwargs) {
+		v, err := chattemplate.DecodeJSON(r.ChatTemplateKwargs)
+		o, ok := v.(*chattemplate.Object)
+		if err != nil || !ok {
+			return ChatInput{}, badRequest("chat_template_kwargs", "chat_template_kwargs: expected an object")
+		}
+		in.Kwargs = make(map[string]any, o.Len())
+		for _, k := range o.Keys() {
+			in.Kwargs[k], _ = o.Get(k)
+		}
+	}
 	if r.AddGenerationPrompt != nil {
 		in.AddGenerationPrompt = *r.AddGenerationPrompt
 	}
@@ -203,6 +251,47 @@ func (r *ChatRequest) chatInput(format string) (ChatInput, error) {
 		in.AddGenerationPrompt = false
 	}
 	return in, nil
+}
+
+// parseToolArguments returns tool calls whose function.arguments string is
+// replaced by the object it encodes (copies; the request's values are not changed).
+func parseToolArguments(calls []any) []any {
+	out := make([]any, len(calls))
+	for j, c := range calls {
+		out[j] = c
+		call, ok := c.(*chattemplate.Object)
+		if !ok {
+			continue
+		}
+		fv, _ := call.Get("function")
+		fn, ok := fv.(*chattemplate.Object)
+		if !ok {
+			continue
+		}
+		av, _ := fn.Get("arguments")
+		args, ok := av.(string)
+		if !ok {
+			continue
+		}
+		parsed, err := chattemplate.DecodeJSON([]byte(args))
+		if err != nil {
+			continue
+		}
+		nfn := chattemplate.NewObject()
+		for _, k := range fn.Keys() {
+			v, _ := fn.Get(k)
+			nfn.Set(k, v)
+		}
+		nfn.Set("arguments", parsed)
+		ncall := chattemplate.NewObject()
+		for _, k := range call.Keys() {
+			v, _ := call.Get(k)
+			ncall.Set(k, v)
+		}
+		ncall.Set("function", nfn)
+		out[j] = ncall
+	}
+	return out
 }
 
 func normaliseContent(i int, c any, format string) (any, error) {
@@ -216,24 +305,27 @@ func normaliseContent(i int, c any, format string) (any, error) {
 		texts = []string{v}
 	case []any:
 		for j, p := range v {
-			pm, ok := p.(map[string]any)
+			if s, isStr := p.(string); isStr {
+				texts = append(texts, s)
+				continue
+			}
+			pm, ok := p.(*chattemplate.Object)
 			if !ok {
-				if s, isStr := p.(string); isStr {
-					texts = append(texts, s)
-					continue
-				}
 				return nil, badRequest("messages", "messages[%d].content[%d]: expected an object", i, j)
 			}
-			typ, _ := pm["type"].(string)
+			tv, _ := pm.Get("type")
+			typ, _ := tv.(string)
 			switch typ {
 			case "text", "input_text", "output_text", "":
-				s, ok := pm["text"].(string)
+				sv, _ := pm.Get("text")
+				s, ok := sv.(string)
 				if !ok {
 					return nil, badRequest("messages", "messages[%d].content[%d].text: expected a string", i, j)
 				}
 				texts = append(texts, s)
 			case "refusal":
-				s, _ := pm["refusal"].(string)
+				sv, _ := pm.Get("refusal")
+				s, _ := sv.(string)
 				texts = append(texts, s)
 			default:
 				return nil, badRequest("messages", "messages[%d].content[%d]: content type %q is not supported (switchyard does no multimodal preprocessing)", i, j, typ)
@@ -245,7 +337,10 @@ func normaliseContent(i int, c any, format string) (any, error) {
 	if format == "openai" {
 		parts := make([]any, len(texts))
 		for j, t := range texts {
-			parts[j] = map[string]any{"type": "text", "text": t}
+			o := chattemplate.NewObject()
+			o.Set("type", "text")
+			o.Set("text", t)
+			parts[j] = o
 		}
 		return parts, nil
 	}

@@ -10,8 +10,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/switchyard-llm/switchyard/chattemplate"
 	"github.com/switchyard-llm/switchyard/textgen"
 )
 
@@ -25,19 +25,11 @@ type TextTokenizer interface {
 }
 
 // ChatInput is what a chat template is rendered with (transformers'
-// apply_chat_template arguments).
-type ChatInput struct {
-	Messages            []map[string]any
-	Tools               []any
-	Documents           []any
-	AddGenerationPrompt bool
-	// Kwargs are chat_template_kwargs (enable_thinking, ...), visible to the
-	// template as top-level variables.
-	Kwargs map[string]any
-	Now    time.Time
-}
+// apply_chat_template arguments), values decoded as Python's json module decodes
+// them (chattemplate.DecodeJSON: ordered objects, integers as integers).
+type ChatInput = chattemplate.Input
 
-// ChatTemplate renders conversations to prompt text.
+// ChatTemplate renders conversations to prompt text (*chattemplate.Template).
 type ChatTemplate interface {
 	Render(in ChatInput) (string, error)
 	// ContentFormat is "string" (message content as a string) or "openai" (a list
@@ -60,6 +52,9 @@ type Text struct {
 	// compiles a request's own chat_template; nil = requests may not bring one.
 	Templates map[string]ChatTemplate
 	Parse     func(src string) (ChatTemplate, error)
+	// SpecialTokens are the tokenizer config's special token strings a template
+	// reads (bos_token, eos_token, ...).
+	SpecialTokens map[string]string
 	// DefaultSampling are generation_config.json's sampling defaults, applied to
 	// the fields a request leaves out (vLLM's --generation-config auto).
 	DefaultSampling map[string]float64
@@ -104,8 +99,9 @@ func continueFinal(rendered string, msgs []map[string]any) (string, error) {
 	if !ok {
 		if parts, isList := msgs[len(msgs)-1]["content"].([]any); isList {
 			for i := len(parts) - 1; i >= 0 && !ok; i-- {
-				if p, isMap := parts[i].(map[string]any); isMap {
-					final, ok = p["text"].(string)
+				if p, isObj := parts[i].(*chattemplate.Object); isObj {
+					v, _ := p.Get("text")
+					final, ok = v.(string)
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/chattemplate"
 	"github.com/switchyard-llm/switchyard/textgen"
 )
 
@@ -85,7 +86,8 @@ func (f fakeTemplate) Render(in ChatInput) (string, error) {
 		if !ok {
 			parts, _ := m["content"].([]any)
 			for _, p := range parts {
-				c += p.(map[string]any)["text"].(string)
+				v, _ := p.(*chattemplate.Object).Get("text")
+				c += v.(string)
 			}
 		}
 		fmt.Fprintf(&b, "<|%s|>%s\n", m["role"], c)

@@ -127,7 +127,7 @@ func (a *API) pickTemplate(src *string, tools bool) (ChatTemplate, *APIError) {
 // renderChat renders and tokenizes a conversation (add_special_tokens defaults to
 // false: the template writes the special tokens).
 func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
-	tmpl, apiErr := a.pickTemplate(c.ChatTemplate, len(c.Tools) > 0)
+	tmpl, apiErr := a.pickTemplate(c.ChatTemplate, !isNull(c.Tools))
 	if apiErr != nil {
 		return nil, apiErr
 	}
@@ -135,7 +135,8 @@ func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) 
 	if err != nil {
 		return nil, err.(*APIError)
 	}
-	in.Now = a.now()
+	in.Now = a.now
+	in.SpecialTokens = a.text.SpecialTokens
 	rendered, err := tmpl.Render(in)
 	if err != nil {
 		return nil, badRequest("messages", "chat template: %v", err)
@@ -280,16 +281,16 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model                string           `json:"model"`
-		Prompt               *string          `json:"prompt"`
-		Messages             []map[string]any `json:"messages"`
-		AddSpecialTokens     *bool            `json:"add_special_tokens"`
-		AddGenerationPrompt  *bool            `json:"add_generation_prompt"`
-		ContinueFinalMessage bool             `json:"continue_final_message"`
-		ChatTemplate         *string          `json:"chat_template"`
-		ChatTemplateKwargs   map[string]any   `json:"chat_template_kwargs"`
-		Tools                []any            `json:"tools"`
-		ReturnTokenStrs      bool             `json:"return_token_strs"`
+		Model                string          `json:"model"`
+		Prompt               *string         `json:"prompt"`
+		Messages             json.RawMessage `json:"messages"`
+		AddSpecialTokens     *bool           `json:"add_special_tokens"`
+		AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+		ContinueFinalMessage bool            `json:"continue_final_message"`
+		ChatTemplate         *string         `json:"chat_template"`
+		ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+		Tools                json.RawMessage `json:"tools"`
+		ReturnTokenStrs      bool            `json:"return_token_strs"`
 	}
 	if e := a.decodeSmall(w, r, &req); e != nil {
 		writeError(w, e)
@@ -304,8 +305,8 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Messages != nil:
 		c := &ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
-		if len(c.Messages) == 0 {
-			writeError(w, badRequest("messages", "messages must not be empty"))
+		if apiErr := c.decodeMessages(); apiErr != nil {
+			writeError(w, apiErr)
 			return
 		}
 		var apiErr *APIError
