@@ -19,8 +19,8 @@ type bpe struct {
 	fuseUnk      bool
 	byteFallback bool
 	ignoreMerges bool
-	prefix       string // continuing_subword_prefix
-	suffix       string // end_of_word_suffix
+	prefix       string     // continuing_subword_prefix
+	suffix       string     // end_of_word_suffix
 	byteTok      [256]int32 // <0xXX> ids for byte_fallback; -1 when absent
 
 	// byteLevel: words arrive as raw bytes and each byte b stands for the vocab entry of the
