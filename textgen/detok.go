@@ -30,7 +30,8 @@ type Tokenizer interface {
 // completes (nothing while a UTF-8 sequence or a merge is still open).
 type Stream interface {
 	AppendStep(dst []byte, id int64) []byte
-	Prime(ids []int64)
+	// Prime feeds the prompt's tail, discarding its text.
+	Prime(promptIDs []int64)
 }
 
 // Params are the sampling parameters the text core applies.
@@ -65,14 +66,6 @@ type Detokenizer struct {
 	stopped       bool
 }
 
-// primeMin and primeMax bound the prompt tail the stream is primed on: vLLM's
-// FastIncrementalDetokenizer takes the shortest tail of 4 to 23 tokens that
-// decodes without U+FFFD, or the whole prompt when none does.
-const (
-	primeMin = 4
-	primeMax = 24
-)
-
 // New starts the detokenizer of a request whose prompt is prompt.
 func New(tok Tokenizer, prompt []int64, p Params) *Detokenizer {
 	d := &Detokenizer{tok: tok, stream: tok.NewStream(p.SkipSpecialTokens), stop: p.Stop,
@@ -84,18 +77,10 @@ func New(tok Tokenizer, prompt []int64, p Params) *Detokenizer {
 		}
 		d.holdBack = longest - 1
 	}
-	suffix := prompt
-	if len(prompt) > primeMin {
-		for i := primeMin; i < min(len(prompt)+1, primeMax); i++ {
-			tail := prompt[len(prompt)-i:]
-			if !strings.ContainsRune(tok.Decode(tail, false), utf8.RuneError) {
-				suffix = tail
-				break
-			}
-		}
-	}
-	if len(suffix) > 0 {
-		d.stream.Prime(suffix)
+	if len(prompt) > 0 {
+		// The stream picks the prompt tail as vLLM's FastIncrementalDetokenizer does
+		// (the shortest tail of 4 to 23 ids that decodes without U+FFFD).
+		d.stream.Prime(prompt)
 	}
 	d.spacesBetween = p.SkipSpecialTokens || p.SpacesBetweenSpecialTokens || !tok.HasAddedTokens()
 	return d
