@@ -97,6 +97,7 @@ type request struct {
 	stopTokens []int64
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
 	resumable  bool    // a same-id ADD continues it instead of being fatal
+	logprobs   int64   // top logprobs per token asked for; -1 = none
 	hash       uint64  // seqHash of the prompt and every token generated so far
 	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
 }
@@ -149,7 +150,7 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	if r.AbortImmediately {
 		return nil
 	}
-	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed, logprobs: -1}
 	for _, t := range r.PromptTokenIDs {
 		q.hash = seqHash(q.hash, t)
 	}
@@ -161,6 +162,9 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 			q.maxTokens = sp.MaxTokens.Value
 		}
 		q.minTokens = sp.MinTokens
+		if sp.Logprobs.Valid {
+			q.logprobs = max(sp.Logprobs.Value, 0)
+		}
 		q.eos = sp.EOSTokenID
 		q.ignoreEOS = sp.IgnoreEOS
 		q.stopTokens = sp.StopTokenIDs
@@ -202,10 +206,14 @@ func (s *Scheduler) Step(dst []Output) []Output {
 		if q.generated == 0 && s.Clock != nil {
 			s.firstOutput(q, &o.EngineCoreOutput)
 		}
+		var lp logprobRows
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
 			if int64(q.generated) < q.minTokens {
 				tok = maskedToken(tok, q.allStops)
+			}
+			if q.logprobs >= 0 {
+				lp.add(tok, q.hash, q.logprobs)
 			}
 			q.hash = seqHash(q.hash, tok)
 			q.generated++
@@ -213,6 +221,9 @@ func (s *Scheduler) Step(dst []Output) []Output {
 			if s.finish(q, tok, &o.EngineCoreOutput) {
 				break
 			}
+		}
+		if q.logprobs >= 0 {
+			o.NewLogprobs = lp.lists(q.logprobs)
 		}
 		dst = append(dst, o)
 		if o.Finished() {
