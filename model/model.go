@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,27 +90,38 @@ func Load(dir, chatTemplate string) (*Model, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("model directory %s is not a directory (give the local directory holding tokenizer.json; nothing is downloaded)", dir)
 	}
-	m := &Model{Dir: abs, Name: filepath.Base(abs), BOSTokenID: -1, SpecialTokens: map[string]string{}, AddedTokens: map[int64]AddedToken{}}
-	m.TokenizerJSON, err = os.ReadFile(filepath.Join(abs, TokenizerFile))
+	m, err := LoadFS(os.DirFS(abs), filepath.Base(abs), chatTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("model directory %s: %w", dir, err)
+	}
+	m.Dir = abs
+	return m, nil
+}
+
+// LoadFS is Load over a file system (the embedded model); name is the model's name.
+func LoadFS(fsys fs.FS, name, chatTemplate string) (*Model, error) {
+	m := &Model{Dir: name, Name: name, BOSTokenID: -1, SpecialTokens: map[string]string{}, AddedTokens: map[int64]AddedToken{}}
+	var err error
+	m.TokenizerJSON, err = fs.ReadFile(fsys, TokenizerFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("model directory %s: %w: switchyard needs the Hugging Face fast tokenizer file (nothing is downloaded)", dir, ErrNoTokenizer)
+			return nil, fmt.Errorf("%w: switchyard needs the Hugging Face fast tokenizer file (nothing is downloaded)", ErrNoTokenizer)
 		}
 		return nil, err
 	}
 	vocab, err := m.readTokenizer()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, TokenizerFile), err)
+		return nil, fmt.Errorf("%s: %w", TokenizerFile, err)
 	}
-	tcfg, err := readJSON(filepath.Join(abs, TokenizerConfigFile))
+	tcfg, err := readJSON(fsys, TokenizerConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := readJSON(filepath.Join(abs, ConfigFile))
+	cfg, err := readJSON(fsys, ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	gen, err := readJSON(filepath.Join(abs, GenerationConfigFile))
+	gen, err := readJSON(fsys, GenerationConfigFile)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +130,7 @@ func Load(dir, chatTemplate string) (*Model, error) {
 	m.eos(tcfg, gen, cfg, vocab)
 	m.MaxModelLen = maxModelLen(cfg)
 	m.GenerationDefaults = generationDefaults(gen)
-	if err := m.chatTemplate(tcfg, chatTemplate); err != nil {
+	if err := m.chatTemplate(fsys, tcfg, chatTemplate); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -169,8 +181,8 @@ func (m *Model) readTokenizer() (map[string]int64, error) {
 }
 
 // readJSON reads an optional JSON object file; a missing file is nil.
-func readJSON(path string) (map[string]any, error) {
-	b, err := os.ReadFile(path)
+func readJSON(fsys fs.FS, path string) (map[string]any, error) {
+	b, err := fs.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -365,7 +377,7 @@ func generationDefaults(gen map[string]any) map[string]float64 {
 
 // chatTemplate picks the default template: the override file, else
 // chat_template.jinja, else tokenizer_config.json's chat_template.
-func (m *Model) chatTemplate(tcfg map[string]any, override string) error {
+func (m *Model) chatTemplate(fsys fs.FS, tcfg map[string]any, override string) error {
 	if override != "" {
 		b, err := os.ReadFile(override)
 		if err != nil {
@@ -374,7 +386,7 @@ func (m *Model) chatTemplate(tcfg map[string]any, override string) error {
 		m.ChatTemplate = string(b)
 		return nil
 	}
-	if b, err := os.ReadFile(filepath.Join(m.Dir, ChatTemplateFile)); err == nil {
+	if b, err := fs.ReadFile(fsys, ChatTemplateFile); err == nil {
 		m.ChatTemplate = string(b)
 		return nil
 	}

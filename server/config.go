@@ -50,6 +50,10 @@ type Config struct {
 	// MockStep and MockTokensPerStep shape the built-in mock engines.
 	MockStep          time.Duration
 	MockTokensPerStep int
+	// MockWords and MockPeriod make the built-in mock engines answer requests that
+	// ask for text with these word tokens (mockengine.Config.Words).
+	MockWords, MockCapitals []int64
+	MockPeriod              int64
 	// MockLayouts are the vLLM wire layouts the built-in mock engines speak, rank
 	// i taking MockLayouts[i % len]; empty = the native (newest) layout.
 	MockLayouts []*wire.Layout

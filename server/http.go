@@ -283,7 +283,8 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		_ = rc.SetReadDeadline(time.Time{}) // a stream lasts as long as its request
 	}
 	var prompts [][]int64
-	if a.text == nil {
+	text := a.textFor(req)
+	if !text {
 		if err := req.Validate(); err != nil {
 			return nil, nil, t, err.(*APIError)
 		}
@@ -313,7 +314,10 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		t.BaseID = req.RequestID + "-" + t.BaseID[len("cmpl-"):]
 	}
 	t.Model = a.model
-	t.Text = a.text != nil
+	t.Text = text
+	if text && len(a.text.EOSTokenIDs) > 0 {
+		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
+	}
 	now := a.now()
 	t.ArrivalTime = float64(now.UnixNano()) / 1e9
 	return req, prompts, t, nil
@@ -517,7 +521,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 		defer func() { ai.promptTokens, ai.completionTokens = c.usage.PromptTokens, c.usage.CompletionTokens }()
 	}
 	events := newFanIn(ctx, streams)
-	if a.text != nil {
+	if t.Text {
 		run := newTextRun(a.text, req, chat, t.BaseID, a.responseModel(req.Model), c.created, prompts)
 		a.serveText(w, r, ctx, run, streams, events, span)
 		run.into(c)

@@ -329,6 +329,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.DataParallelSize = ranks
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
+		mcfg.Words, mcfg.Capitals, mcfg.Period = s.cfg.MockWords, s.cfg.MockCapitals, s.cfg.MockPeriod
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}

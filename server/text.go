@@ -58,6 +58,22 @@ type Text struct {
 	// DefaultSampling are generation_config.json's sampling defaults, applied to
 	// the fields a request leaves out (vLLM's --generation-config auto).
 	DefaultSampling map[string]float64
+	// EOSTokenIDs, when set, are the EOS ids of text requests only (the embedded
+	// model's; with --tokenizer serve's own EOS ids apply to every request).
+	EOSTokenIDs []int64
+	// TokenCompat answers a completions request without text (token-id prompts,
+	// no stop strings, echo or logprobs) exactly as serve without a tokenizer
+	// does: token ids, no text, any model name. The embedded default sets it, so
+	// the token API behaves as before while text requests get text.
+	TokenCompat bool
+}
+
+// textFor reports whether a completions request takes the text path.
+func (a *API) textFor(req *CompletionRequest) bool {
+	if a.text == nil {
+		return false
+	}
+	return !a.text.TokenCompat || req.textPrompts != nil || req.refuseUnsupported() != nil
 }
 
 // errNeedsTokenizer is the answer to a text request when serve has no tokenizer.

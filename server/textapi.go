@@ -199,6 +199,9 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chat.MaxTokens = nil // the dispatcher refuses the prompt, or caps the default
 	}
 	t := Translate{BaseID: randomID("chatcmpl-"), Model: a.model, Text: true}
+	if len(a.text.EOSTokenIDs) > 0 {
+		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
+	}
 	if chat.RequestID != "" {
 		t.BaseID = chat.RequestID + "-" + t.BaseID[len("chatcmpl-"):]
 	}

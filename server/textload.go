@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/switchyard-llm/switchyard/chattemplate"
+	"github.com/switchyard-llm/switchyard/internal/minitok"
 	"github.com/switchyard-llm/switchyard/model"
 	"github.com/switchyard-llm/switchyard/textgen"
 	"github.com/switchyard-llm/switchyard/tokenizer"
@@ -88,4 +89,33 @@ func LoadText(dir, chatTemplate, servedName string) (*Text, *model.Model, error)
 		}
 	}
 	return t, m, nil
+}
+
+// LoadEmbeddedText is the tokenizer built into the binary (internal/minitok) for
+// the embedded default: text requests get text (and the mock engines, given
+// words, answer with sentences), token-id requests are answered as without a
+// tokenizer (TokenCompat). name is the served model name.
+func LoadEmbeddedText(name string) (*Text, error) {
+	m, err := model.LoadFS(minitok.FS, minitok.Name, "")
+	if err != nil {
+		return nil, err
+	}
+	tok, err := NewTokenizer(m.TokenizerJSON, m.AddedTokens)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := minitok.FS.ReadFile(model.TokenizerConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	tmpls, special, err := chattemplate.FromTokenizerConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Text{Name: name, Root: minitok.Name, Tokenizer: tok, SpecialTokens: special, EOSTokenIDs: m.EOSTokenIDs,
+		TokenCompat: true, Parse: func(src string) (ChatTemplate, error) { return chattemplate.Parse(src) }}
+	if d, ok := tmpls["default"]; ok {
+		t.Template = d
+	}
+	return t, nil
 }

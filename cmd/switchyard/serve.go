@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/switchyard-llm/switchyard/internal/minitok"
 	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -118,6 +119,10 @@ func serveCommand() *cli.Command {
 				Usage: "local model directory (what vLLM is given as MODEL) holding tokenizer.json, tokenizer_config.json and, when present, generation_config.json and config.json: " +
 					"serve then takes and returns text (string prompts, /v1/chat/completions, stop strings, logprobs, /tokenize), and the EOS ids and vocabulary size come from it. Nothing is downloaded",
 				Sources: cli.EnvVars("SWITCHYARD_TOKENIZER")},
+			&cli.BoolFlag{Name: "mock-words", Category: "text", Value: true,
+				Usage: "embedded default only (built-in mock engines, no --tokenizer): a small tokenizer built into the binary gives text requests (string prompts, chat) text, " +
+					"and the mock engines answer them with words; token-id requests are answered exactly as without a tokenizer. false = token ids only",
+				Sources: cli.EnvVars("SWITCHYARD_MOCK_WORDS")},
 			&cli.StringFlag{Name: "chat-template", Category: "text",
 				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
 				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
@@ -234,6 +239,15 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		}
 		log.Info("text model", "dir", m.Dir, "served_model_name", text.Name, "eos_token_ids", cfg.EOSTokenIDs,
 			"vocab_size", cfg.VocabSize, "max_model_len", m.MaxModelLen, "chat_template", text.Template != nil)
+	} else if cfg.Embedded() && cmd.Bool("mock-words") {
+		text, err := server.LoadEmbeddedText(cfg.ModelName())
+		if err != nil {
+			return fmt.Errorf("embedded tokenizer: %w", err)
+		}
+		cfg.Text = text
+		cfg.MockWords, cfg.MockCapitals, cfg.MockPeriod = minitok.Words()
+		log.Info("embedded default: text requests use the built-in tokenizer and the mock engines answer them with words (--mock-words=false: token ids only; --tokenizer DIR: a real model's tokenizer)",
+			"served_model_name", text.Name)
 	}
 	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
 	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
