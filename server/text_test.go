@@ -315,3 +315,37 @@ func TestNoTokenizer(t *testing.T) {
 		t.Fatalf("models without a tokenizer: %s", b)
 	}
 }
+
+// TestAppendChunk: the hand-written chunks decode to what encoding/json writes.
+func TestAppendChunk(t *testing.T) {
+	for _, chat := range []bool{false, true} {
+		req := &CompletionRequest{Stream: true}
+		var c *ChatRequest
+		if chat {
+			c = &ChatRequest{}
+		}
+		run := newTextRun(&Text{Tokenizer: &fakeTextTok{}}, req, c, "id-\"x\"", "m\u2028<>&", 7, [][]int64{{1, 2}})
+		prefix := run.chunkPrefix()
+		stop, length := "stop", "length"
+		for _, d := range []delta{
+			{text: "plain"},
+			{text: "quote\" back\\ nl\n tab\t ctl\x01 bad\xff ok é 世界 👩‍👧"},
+			{text: "", finish: &stop, stop: "</s>", finished: true},
+			{text: "x", finish: &stop, stop: int64(7), finished: true},
+			{text: "y", finish: &length, finished: true},
+		} {
+			got := run.appendChunk(nil, prefix, 0, d)
+			want, _ := json.Marshal(run.chunk(0, d))
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			json.Unmarshal(want, &w)
+			gb, _ := json.Marshal(g)
+			wb, _ := json.Marshal(w)
+			if string(gb) != string(wb) {
+				t.Errorf("chat %v:\n got %s\nwant %s", chat, got, want)
+			}
+		}
+	}
+}

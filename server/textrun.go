@@ -158,6 +158,10 @@ func (run *textRun) into(c *completion) {
 // body otherwise.
 func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Context, run *textRun, streams []*dispatcher.Stream, events *fanIn, span *reqSpan) {
 	var send func(v any) bool
+	var write func(b []byte) bool
+	buf := make([]byte, 0, 512)
+	fast := run.fastChunks()
+	var prefix []byte
 	if run.req.Stream {
 		rc := http.NewResponseController(w)
 		h := w.Header()
@@ -165,15 +169,18 @@ func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Cont
 		h.Set("Cache-Control", "no-cache")
 		h.Set("Connection", "keep-alive")
 		w.WriteHeader(http.StatusOK)
-		buf := make([]byte, 0, 512)
-		send = func(v any) bool {
-			b, _ := json.Marshal(v)
-			buf = append(append(append(buf[:0], "data: "...), b...), "\n\n"...)
-			if _, err := w.Write(buf); err != nil {
+		write = func(b []byte) bool {
+			if _, err := w.Write(b); err != nil {
 				return false
 			}
 			return rc.Flush() == nil
 		}
+		send = func(v any) bool {
+			b, _ := json.Marshal(v)
+			buf = append(append(append(buf[:0], "data: "...), b...), "\n\n"...)
+			return write(buf)
+		}
+		prefix = run.chunkPrefix()
 		if run.chat != nil {
 			// vLLM's first chunk of each choice: the role, empty content.
 			for i := range run.choices {
@@ -218,8 +225,15 @@ func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Cont
 		if d.abort {
 			streams[ev.choice].Close() // the stop string ended it; the engine must stop too
 		}
-		if run.req.Stream && !send(run.chunk(ev.choice, d)) {
-			return
+		if run.req.Stream {
+			if fast {
+				buf = append(run.appendChunk(append(buf[:0], "data: "...), prefix, ev.choice, d), "\n\n"...)
+				if !write(buf) {
+					return
+				}
+			} else if !send(run.chunk(ev.choice, d)) {
+				return
+			}
 		}
 	}
 	if !run.req.Stream {

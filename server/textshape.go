@@ -5,6 +5,8 @@ package server
 // (object "chat.completion" with messages; "chat.completion.chunk" with deltas).
 
 import (
+	"encoding/json"
+
 	"github.com/switchyard-llm/switchyard/textgen"
 )
 
@@ -119,6 +121,9 @@ func (run *textRun) chunk(i int, d delta) any {
 func (run *textRun) chatChunk(i int, d delta, role bool) *ChatChunk {
 	content := d.text
 	c := ChatStreamChoice{Index: i, Delta: ChatDelta{Content: &content}, FinishReason: d.finish, StopReason: d.stop}
+	if d.finished && d.stop == nil {
+		c.StopReason = json.RawMessage("null") // vLLM sets it on the last chunk, null or not
+	}
 	if role {
 		c.Delta.Role = "assistant"
 	} else {
