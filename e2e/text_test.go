@@ -209,6 +209,21 @@ func TestTextChatAndCompletions(t *testing.T) {
 	if lp := a.Choices[0].Logprobs; code != 200 || lp == nil || len(lp.Tokens) != 5 || strings.Join(lp.Tokens, "") != a.Choices[0].Text || *lp.TokenLogprobs[0] != -0.25 {
 		t.Fatalf("logprobs: %s", b)
 	}
+	// echo with logprobs: the prompt's tokens lead, the first without a logprob
+	// (vLLM's prompt_logprobs), and prompt_logprobs comes back too.
+	code, b = s.postJSON(t, "/v1/completions", `{"prompt": "The sky is", "max_tokens": 2, "logprobs": 1, "echo": true}`)
+	var echoed struct {
+		Choices []struct {
+			Logprobs struct {
+				TokenLogprobs []*float64 `json:"token_logprobs"`
+			} `json:"logprobs"`
+			PromptLogprobs []map[string]any `json:"prompt_logprobs"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(b, &echoed); code != 200 || len(echoed.Choices) != 1 || len(echoed.Choices[0].Logprobs.TokenLogprobs) != 5 ||
+		echoed.Choices[0].Logprobs.TokenLogprobs[0] != nil || len(echoed.Choices[0].PromptLogprobs) != 3 || echoed.Choices[0].PromptLogprobs[0] != nil {
+		t.Fatalf("echo with logprobs: %s", b)
+	}
 	code, b = s.postJSON(t, "/v1/chat/completions", `{"messages": `+msgs+`, "max_tokens": 3, "logprobs": true, "top_logprobs": 2}`)
 	a = decodeAnswer(t, b)
 	if code != 200 || a.Choices[0].Logprobs == nil || len(a.Choices[0].Logprobs.Content) != 3 {

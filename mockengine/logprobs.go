@@ -53,3 +53,26 @@ func (l *logprobRows) lists(k int64) *wire.LogprobsLists {
 		SampledTokenRanks: wire.Tensor{DType: "int32", Shape: []int64{rows}, Data: ranks},
 	}
 }
+
+// promptLogprobs are the prompt's logprobs as vLLM's engine sends them
+// (LogprobsTensors: a row per prompt token after the first, the prompt token then
+// the top-k), deterministic: the prompt token at -1.0 with rank 2, alternatives
+// drawn from the prefix's hash at -0.5, -1.5, ...
+func promptLogprobs(prompt []int64, k int64) *wire.LogprobsTensors {
+	var l logprobRows
+	h := seqSeed
+	for i, tok := range prompt {
+		if i > 0 {
+			l.ids = append(l.ids, int32(tok))
+			l.lps = append(l.lps, -1)
+			for j := range k {
+				l.ids = append(l.ids, int32(tokenOf(seqHash(h, -int64(j)-1))))
+				l.lps = append(l.lps, float32(-0.5-float64(j)))
+			}
+			l.ranks = append(l.ranks, 2)
+		}
+		h = seqHash(h, tok)
+	}
+	lists := l.lists(k)
+	return &wire.LogprobsTensors{LogprobTokenIDs: lists.LogprobTokenIDs, Logprobs: lists.Logprobs, SelectedTokenRanks: lists.SampledTokenRanks}
+}

@@ -98,6 +98,8 @@ type request struct {
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
 	resumable  bool    // a same-id ADD continues it instead of being fatal
 	logprobs   int64   // top logprobs per token asked for; -1 = none
+	promptLPs  int64   // prompt logprobs asked for; -1 = none
+	promptIDs  []int64 // kept only when prompt logprobs are asked for
 	words      bool    // answer with Words (the request asked for text)
 	lastPeriod bool
 	hash       uint64  // seqHash of the prompt and every token generated so far
@@ -156,7 +158,7 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	if r.AbortImmediately {
 		return nil
 	}
-	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed, logprobs: -1}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed, logprobs: -1, promptLPs: -1}
 	for _, t := range r.PromptTokenIDs {
 		q.hash = seqHash(q.hash, t)
 	}
@@ -169,6 +171,10 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 		}
 		q.minTokens = sp.MinTokens
 		q.words = len(s.Words) > 0 && sp.Detokenize
+		if sp.PromptLogprobs.Valid {
+			q.promptLPs = max(sp.PromptLogprobs.Value, 0)
+			q.promptIDs = slices.Clone(r.PromptTokenIDs)
+		}
 		if sp.Logprobs.Valid {
 			q.logprobs = max(sp.Logprobs.Value, 0)
 		}
@@ -214,6 +220,9 @@ func (s *Scheduler) Step(dst []Output) []Output {
 			s.firstOutput(q, &o.EngineCoreOutput)
 		}
 		var lp logprobRows
+		if q.generated == 0 && q.promptLPs >= 0 {
+			o.NewPromptLogprobsTensors = promptLogprobs(q.promptIDs, q.promptLPs)
+		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
 			if q.words {

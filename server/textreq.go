@@ -32,13 +32,13 @@ func (r *CompletionRequest) validateText() error {
 	if r.Logprobs != nil && *r.Logprobs < 0 && *r.Logprobs != -1 {
 		return badRequest("logprobs", "logprobs must be a non-negative integer or -1, got %d", *r.Logprobs)
 	}
-	if r.PromptLogprobs != nil {
-		return badRequest("prompt_logprobs", "prompt_logprobs is not supported yet")
+	if r.PromptLogprobs != nil && *r.PromptLogprobs < 0 && *r.PromptLogprobs != -1 {
+		return badRequest("prompt_logprobs", "prompt_logprobs must be a non-negative integer or -1, got %d", *r.PromptLogprobs)
 	}
-	if r.Echo && r.Logprobs != nil {
-		// vLLM answers echo with logprobs from the prompt's logprobs, which
-		// switchyard does not receive yet.
-		return badRequest("echo", "echo together with logprobs is not supported yet")
+	if r.Echo && r.Logprobs != nil && r.PromptLogprobs == nil {
+		// vLLM answers echo with logprobs from the prompt's logprobs.
+		n := *r.Logprobs
+		r.PromptLogprobs = &n
 	}
 	if r.BestOf != nil && *r.BestOf != r.Choices() {
 		return badRequest("best_of", "best_of is not supported (it must equal n)")
@@ -287,6 +287,9 @@ func (r *CompletionRequest) setText(sp *wire.SamplingParams) {
 	sp.SpacesBetweenSpecialTokens = p.SpacesBetweenSpecialTokens
 	if r.Logprobs != nil {
 		sp.Logprobs = wire.SomeInt(*r.Logprobs)
+	}
+	if r.PromptLogprobs != nil {
+		sp.PromptLogprobs = wire.SomeInt(*r.PromptLogprobs)
 	}
 	if r.structured != nil {
 		sp.StructuredOutputs = wire.Raw(r.structured)

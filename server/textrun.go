@@ -29,6 +29,10 @@ type textChoice struct {
 	lp       *textgen.CompletionLogprobs
 	chatLP   []textgen.ChatLogprobContent
 	sentRole bool
+	// promptLP collects prompt_logprobs (the first position null) when asked for;
+	// lpEchoed: the echoed prompt's tokens are in lp.
+	promptLP []textgen.PromptEntry
+	lpEchoed bool
 }
 
 // textRun accumulates one request's choices. The handler goroutine owns it.
@@ -65,7 +69,10 @@ func newTextRun(text *Text, req *CompletionRequest, chat *ChatRequest, id, model
 				}
 			}
 			if req.Logprobs != nil && chat == nil {
-				ch.lp = textgen.NewCompletionLogprobs(text.decodeOne, int(*req.Logprobs), len([]rune(ch.echo)))
+				ch.lp = textgen.NewCompletionLogprobs(text.decodeOne, int(*req.Logprobs), 0)
+			}
+			if req.PromptLogprobs != nil {
+				ch.promptLP = []textgen.PromptEntry{nil}
 			}
 		}
 	}
@@ -92,6 +99,14 @@ func (run *textRun) add(i int, out *dispatcher.Output) (delta, bool) {
 	if ch.done {
 		return delta{}, false
 	}
+	if out.PromptLogprobs != nil && ch.promptLP != nil {
+		if pos, err := textgen.PromptPositions(out.PromptLogprobs); err == nil {
+			ch.promptLP = append(ch.promptLP, textgen.PromptEntries(run.text.decodeOne, pos)...)
+		}
+	}
+	if len(out.TokenIDs) == 0 && !out.Finished() {
+		return delta{}, false // prompt logprobs only (a chunked prefill)
+	}
 	finish := out.Finish
 	stopReason := out.StopReason.Value()
 	s, hit := ch.det.Update(out.TokenIDs, finish == wire.FinishStop)
@@ -101,18 +116,21 @@ func (run *textRun) add(i int, out *dispatcher.Output) (delta, bool) {
 	d := delta{ids: out.TokenIDs, abort: hit && !out.Finished()}
 	ch.ids = append(ch.ids, out.TokenIDs...)
 	run.usage.CompletionTokens += len(out.TokenIDs)
-	if out.Logprobs != nil && (ch.lp != nil || run.chat != nil && run.req.Logprobs != nil) {
-		pos, err := textgen.Positions(out.Logprobs)
-		if err == nil {
-			if ch.lp != nil {
-				d.lp = ch.lp.Add(out.TokenIDs, pos)
-			} else {
-				d.chatLP = textgen.ChatContent(run.text.decodeOne, out.TokenIDs, pos, int(*run.req.Logprobs))
-				ch.chatLP = append(ch.chatLP, d.chatLP...)
-			}
-		}
-	} else if ch.lp != nil {
-		d.lp = ch.lp.Add(out.TokenIDs, nil)
+	if ch.lp != nil && ch.echo != "" && !ch.lpEchoed {
+		// echo with logprobs: the prompt's tokens come first, with their logprobs.
+		d.lp = ch.lp.AddPrompt(nil, ch.prompt, ch.promptLP)
+		ch.lpEchoed = true
+	}
+	var pos []textgen.Position
+	if out.Logprobs != nil {
+		pos, _ = textgen.Positions(out.Logprobs)
+	}
+	switch {
+	case ch.lp != nil:
+		d.lp = ch.lp.Add(d.lp, out.TokenIDs, pos)
+	case run.chat != nil && run.req.Logprobs != nil:
+		d.chatLP = textgen.ChatContent(run.text.decodeOne, out.TokenIDs, pos, int(*run.req.Logprobs))
+		ch.chatLP = append(ch.chatLP, d.chatLP...)
 	}
 	if finish != wire.FinishNone {
 		fr := finish.String()
@@ -212,7 +230,7 @@ func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Cont
 			}
 			continue
 		}
-		if !ev.out.Finished() && len(ev.out.TokenIDs) == 0 {
+		if !ev.out.Finished() && len(ev.out.TokenIDs) == 0 && ev.out.PromptLogprobs == nil {
 			continue
 		}
 		if len(ev.out.TokenIDs) > 0 {

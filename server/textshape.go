@@ -19,6 +19,7 @@ type TextChoice struct {
 	StopReason     any                         `json:"stop_reason"`
 	TokenIDs       []int64                     `json:"token_ids,omitempty"`
 	PromptTokenIDs []int64                     `json:"prompt_token_ids,omitempty"`
+	PromptLogprobs []textgen.PromptEntry       `json:"prompt_logprobs,omitempty"`
 }
 
 // TextCompletionResponse is a completions body or chunk with text.
@@ -51,13 +52,14 @@ type ChatChoice struct {
 
 // ChatResponse is the non-streaming chat body.
 type ChatResponse struct {
-	ID             string       `json:"id"`
-	Object         string       `json:"object"`
-	Created        int64        `json:"created"`
-	Model          string       `json:"model"`
-	Choices        []ChatChoice `json:"choices"`
-	Usage          *Usage       `json:"usage"`
-	PromptTokenIDs []int64      `json:"prompt_token_ids,omitempty"`
+	ID             string                `json:"id"`
+	Object         string                `json:"object"`
+	Created        int64                 `json:"created"`
+	Model          string                `json:"model"`
+	Choices        []ChatChoice          `json:"choices"`
+	Usage          *Usage                `json:"usage"`
+	PromptTokenIDs []int64               `json:"prompt_token_ids,omitempty"`
+	PromptLogprobs []textgen.PromptEntry `json:"prompt_logprobs,omitempty"`
 }
 
 // ChatDelta is a streamed message delta.
@@ -178,13 +180,17 @@ func (run *textRun) response() any {
 		if run.req.ReturnTokenIDs && len(run.choices) > 0 {
 			resp.PromptTokenIDs = run.choices[0].prompt
 		}
+		if len(run.choices) > 0 {
+			resp.PromptLogprobs = run.choices[0].promptLP
+		}
 		return resp
 	}
 	resp := &TextCompletionResponse{ID: run.id, Object: "text_completion", Created: run.created, Model: run.model, Usage: run.totals(),
 		Choices: make([]TextChoice, len(run.choices))}
 	for i := range run.choices {
 		ch := &run.choices[i]
-		c := TextChoice{Index: i, Text: ch.echo + ch.det.Text(), Logprobs: ch.lp, FinishReason: ch.finish, StopReason: ch.stop}
+		c := TextChoice{Index: i, Text: ch.echo + ch.det.Text(), Logprobs: ch.lp, FinishReason: ch.finish, StopReason: ch.stop,
+			PromptLogprobs: ch.promptLP}
 		if run.req.ReturnTokenIDs {
 			c.TokenIDs, c.PromptTokenIDs = idsOrEmpty(ch.ids), ch.prompt
 		}

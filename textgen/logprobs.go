@@ -9,9 +9,12 @@ package textgen
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -24,7 +27,7 @@ const minLogprob = -9999.0
 type Position struct {
 	IDs      []int64
 	Logprobs []float64
-	Rank     int64 // the sampled token's rank
+	Ranks    []int64 // the sampled token's rank, then the top-k's (1, 2, ...)
 }
 
 // Positions reads a LogprobsLists' rows.
@@ -52,15 +55,20 @@ func Positions(l *wire.LogprobsLists) ([]Position, error) {
 	for r := range rows {
 		// vLLM keys each position's logprobs by token id: a sampled token that is
 		// also among the top-k is listed once, at its first place.
+		// Python's dict keeps the first place and the last value (rank).
 		var p Position
 		for c := r * cols; c < (r+1)*cols; c++ {
-			if !slices.Contains(p.IDs, ids[c]) {
-				p.IDs = append(p.IDs, ids[c])
-				p.Logprobs = append(p.Logprobs, lps[c])
+			rank := int64(c - r*cols)
+			if rank == 0 && r < len(ranks) {
+				rank = ranks[r]
 			}
-		}
-		if r < len(ranks) {
-			p.Rank = ranks[r]
+			if k := slices.Index(p.IDs, ids[c]); k >= 0 {
+				p.Ranks[k] = rank
+				continue
+			}
+			p.IDs = append(p.IDs, ids[c])
+			p.Logprobs = append(p.Logprobs, lps[c])
+			p.Ranks = append(p.Ranks, rank)
 		}
 		out[r] = p
 	}
@@ -145,36 +153,75 @@ func NewCompletionLogprobs(decode func(int64) string, numTop, initialOffset int)
 		TopLogprobs: []map[string]float64{}, numTop: numTop, next: initialOffset, decode: decode}
 }
 
-// Add appends tokens with their positions (nil: no logprobs, as for an echoed
-// prompt's first token). It returns the added part, for a stream's delta.
-func (c *CompletionLogprobs) Add(ids []int64, pos []Position) *CompletionLogprobs {
-	d := &CompletionLogprobs{TextOffset: []int{}, TokenLogprobs: []*float64{}, Tokens: []string{}, TopLogprobs: []map[string]float64{}}
+// emptyDelta is a fresh delta object (lists empty, not null).
+func emptyDelta() *CompletionLogprobs {
+	return &CompletionLogprobs{TextOffset: []int{}, TokenLogprobs: []*float64{}, Tokens: []string{}, TopLogprobs: []map[string]float64{}}
+}
+
+// add appends one token to both c and its delta d.
+func (c *CompletionLogprobs) add(d *CompletionLogprobs, token string, lp *float64, top map[string]float64) {
+	d.Tokens = append(d.Tokens, token)
+	d.TokenLogprobs = append(d.TokenLogprobs, lp)
+	d.TopLogprobs = append(d.TopLogprobs, top)
+	d.TextOffset = append(d.TextOffset, c.next)
+	c.next += utf8.RuneCountInString(token)
+	c.Tokens = append(c.Tokens, token)
+	c.TokenLogprobs = append(c.TokenLogprobs, lp)
+	c.TopLogprobs = append(c.TopLogprobs, top)
+	c.TextOffset = append(c.TextOffset, d.TextOffset[len(d.TextOffset)-1])
+}
+
+// Add appends generated tokens with their positions (none: no logprobs) and
+// returns the added part, for a stream's delta (appended to into when not nil).
+func (c *CompletionLogprobs) Add(into *CompletionLogprobs, ids []int64, pos []Position) *CompletionLogprobs {
+	d := into
+	if d == nil {
+		d = emptyDelta()
+	}
 	for i, id := range ids {
 		token := c.decode(id)
-		d.Tokens = append(d.Tokens, token)
 		if i >= len(pos) || len(pos[i].IDs) == 0 {
-			d.TokenLogprobs = append(d.TokenLogprobs, nil)
-			d.TopLogprobs = append(d.TopLogprobs, nil)
-		} else {
-			p := pos[i]
-			lp := floor(p.Logprobs[0])
-			d.TokenLogprobs = append(d.TokenLogprobs, &lp)
-			top := make(map[string]float64, len(p.IDs))
-			for j, tid := range p.IDs {
-				if j > c.numTop {
-					break
-				}
-				top[c.decode(tid)] = floor(p.Logprobs[j])
-			}
-			d.TopLogprobs = append(d.TopLogprobs, top)
+			c.add(d, token, nil, nil)
+			continue
 		}
-		d.TextOffset = append(d.TextOffset, c.next)
-		c.next += len([]rune(token))
+		p := pos[i]
+		lp := floor(p.Logprobs[0])
+		top := make(map[string]float64, len(p.IDs))
+		for j, tid := range p.IDs {
+			if j > c.numTop {
+				break
+			}
+			top[c.decode(tid)] = floor(p.Logprobs[j])
+		}
+		c.add(d, token, &lp, top)
 	}
-	c.Tokens = append(c.Tokens, d.Tokens...)
-	c.TokenLogprobs = append(c.TokenLogprobs, d.TokenLogprobs...)
-	c.TopLogprobs = append(c.TopLogprobs, d.TopLogprobs...)
-	c.TextOffset = append(c.TextOffset, d.TextOffset...)
+	return d
+}
+
+// AddPrompt appends an echoed prompt's tokens with their prompt logprobs
+// (entries[i] nil: none, as for the first token).
+func (c *CompletionLogprobs) AddPrompt(into *CompletionLogprobs, ids []int64, entries []PromptEntry) *CompletionLogprobs {
+	d := into
+	if d == nil {
+		d = emptyDelta()
+	}
+	for i, id := range ids {
+		token := c.decode(id)
+		if i >= len(entries) || entries[i] == nil {
+			c.add(d, token, nil, nil)
+			continue
+		}
+		e := entries[i]
+		lp := e[0].Logprob
+		top := make(map[string]float64, len(e))
+		for j, p := range e {
+			if j > c.numTop {
+				break
+			}
+			top[p.DecodedToken] = p.Logprob
+		}
+		c.add(d, token, &lp, top)
+	}
 	return d
 }
 
@@ -223,6 +270,68 @@ func ChatContent(decode func(int64) string, ids []int64, pos []Position, topN in
 			}
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// PromptPositions reads prompt logprob rows (one per prompt token after the first).
+func PromptPositions(t *wire.LogprobsTensors) ([]Position, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return Positions(&wire.LogprobsLists{LogprobTokenIDs: t.LogprobTokenIDs, Logprobs: t.Logprobs, SampledTokenRanks: t.SelectedTokenRanks})
+}
+
+// PromptLogprob is one token of a prompt_logprobs entry, vLLM's Logprob.
+type PromptLogprob struct {
+	ID           int64
+	Logprob      float64
+	Rank         int64
+	DecodedToken string
+}
+
+// PromptEntry is one prompt position of prompt_logprobs: {token id: {logprob,
+// rank, decoded_token}} in vLLM's order (the prompt token, then the top-k); nil is
+// the first position's null.
+type PromptEntry []PromptLogprob
+
+// MarshalJSON writes the entry as an object keyed by token id, in order.
+func (e PromptEntry) MarshalJSON() ([]byte, error) {
+	if e == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	for i, p := range e {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, p.ID, 10)
+		b = append(b, `":{"logprob":`...)
+		b = strconv.AppendFloat(b, p.Logprob, 'g', -1, 64)
+		b = append(b, `,"rank":`...)
+		b = strconv.AppendInt(b, p.Rank, 10)
+		b = append(b, `,"decoded_token":`...)
+		tok, err := json.Marshal(p.DecodedToken)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, tok...), '}')
+	}
+	return append(b, '}'), nil
+}
+
+// PromptEntries formats prompt logprob rows (vLLM's _make_logprob_dict: the prompt
+// token with its rank, then the top-k with ranks 1..k; a token listed twice keeps
+// its first place).
+func PromptEntries(decode func(int64) string, pos []Position) []PromptEntry {
+	out := make([]PromptEntry, len(pos))
+	for i, p := range pos {
+		e := make(PromptEntry, len(p.IDs))
+		for j, id := range p.IDs {
+			e[j] = PromptLogprob{ID: id, Logprob: floor(p.Logprobs[j]), Rank: p.Ranks[j], DecodedToken: decode(id)}
+		}
+		out[i] = e
 	}
 	return out
 }
