@@ -142,6 +142,14 @@ func BenchmarkTextWork(b *testing.B) {
 	chat, _ := readChat(strings.NewReader(body))
 	_ = chat.validate()
 	prompt, _ := api.renderChat(chat, nil)
+	in, _ := chat.chatInput("string")
+	in.SpecialTokens = text.SpecialTokens
+	rendered, _ := text.Template.Render(in)
+	b.Run("prompt-tokenizer-only", func(b *testing.B) {
+		for b.Loop() {
+			text.Tokenizer.Encode(rendered, false)
+		}
+	})
 	b.Logf("prompt: %d tokens", len(prompt))
 	b.Run("outputs-text", func(b *testing.B) {
 		b.ReportAllocs()
