@@ -155,6 +155,25 @@ func runeAt(s string, i int) (rune, int) {
 	return utf8.DecodeRuneInString(s[i:])
 }
 
+// scanL is scan(s, i, isL) with the ASCII case inline: it is the innermost loop of encoding.
+func scanL(s string, i int) int {
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if asciiClass[c]&cL == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsLetter(r) {
+			return i
+		}
+		i += n
+	}
+	return i
+}
+
 func scan(s string, i int, f func(rune) bool) int {
 	for i < len(s) {
 		r, n := runeAt(s, i)
@@ -236,11 +255,11 @@ func (m cl100kMatcher) matchAt(s string, i int) int {
 		}
 	}
 	if isL(r) {
-		return scan(s, i+n, isL)
+		return scanL(s, i+n)
 	}
 	if r != '\r' && r != '\n' && !isN(r) && i+n < len(s) {
 		if r2, n2 := runeAt(s, i+n); isL(r2) {
-			return scan(s, i+n+n2, isL)
+			return scanL(s, i+n+n2)
 		}
 	}
 	if isN(r) {
