@@ -83,6 +83,7 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
+	model.enableChunking()
 	if err := t.buildPostProcessor(f.PostProcessor); err != nil {
 		return nil, err
 	}
@@ -216,6 +217,7 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 // allocate for it.
 type encodeState struct {
 	a, b []piece
+	sc   splitScratch
 }
 
 var encodePool = sync.Pool{New: func() any { return new(encodeState) }}
@@ -274,7 +276,7 @@ func (t *Tokenizer) encodePiece(st *encodeState, dst []int64, s string, atStart 
 	for _, step := range t.steps {
 		next = next[:0]
 		for _, p := range cur {
-			next = step.apply(p, next)
+			next = step.apply(p, next, &st.sc)
 		}
 		cur, next = next, cur
 	}
