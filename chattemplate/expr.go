@@ -69,11 +69,8 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		switch e.op {
 		case "not":
 			return !truthy(x), nil
-		case "-":
-			return arith("-", int64(0), x)
-		default:
-			return arith("+", int64(0), x)
 		}
+		return negate(e.op, x)
 	case *compareExpr:
 		l, err := r.eval(e.first, f)
 		if err != nil {
@@ -376,6 +373,25 @@ func num(v any) (int64, float64, bool, bool) {
 	return 0, 0, false, false
 }
 
+// negate is Python's unary - and +: -0.0 stays a negative zero.
+func negate(op string, x any) (any, error) {
+	i, f, isF, ok := num(x)
+	switch {
+	case !ok:
+		if u, isU := x.(Undefined); isU {
+			return nil, undefErr(u)
+		}
+		return nil, fmt.Errorf("bad operand type for unary %s: '%s'", op, typeName(x))
+	case op == "+" && isF:
+		return f, nil
+	case op == "+":
+		return i, nil
+	case isF:
+		return -f, nil
+	}
+	return -i, nil
+}
+
 func undefErr(u Undefined) error { return fmt.Errorf("'%s' is undefined", u.name) }
 
 func arith(op string, l, r any) (any, error) {
@@ -473,7 +489,7 @@ func arith(op string, l, r any) (any, error) {
 				ri = 0
 			}
 			if ri*int64(len(s)) > 1<<26 {
-				return nil, errBudget
+				return nil, ErrBudget
 			}
 			return strings.Repeat(s, int(ri)), nil
 		}

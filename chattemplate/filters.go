@@ -334,7 +334,7 @@ func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
 		return int64(x), nil
 	case string:
 		s := strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", "")
-		if i, err := strconv.ParseInt(s, base, 64); err == nil {
+		if i, ok := parsePyInt(s, base); ok {
 			return i, nil
 		}
 		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
@@ -342,6 +342,35 @@ func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
 		}
 	}
 	return def, nil
+}
+
+// parsePyInt is Python's int(s, base): a 0x/0o/0b prefix is allowed when it
+// matches the base, and base 0 means "from the prefix".
+func parsePyInt(s string, base int) (int64, bool) {
+	neg := false
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		neg, s = s[0] == '-', s[1:]
+	}
+	lower := strings.ToLower(s)
+	for _, p := range []struct {
+		prefix string
+		base   int
+	}{{"0x", 16}, {"0o", 8}, {"0b", 2}} {
+		if strings.HasPrefix(lower, p.prefix) && (base == p.base || base == 0) {
+			s, base = s[2:], p.base
+		}
+	}
+	if base == 0 {
+		base = 10
+	}
+	i, err := strconv.ParseInt(s, base, 64)
+	if err != nil || s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	if neg {
+		i = -i
+	}
+	return i, true
 }
 
 // attrPath is jinja2's make_attrgetter: "a.b.0" looks up each part as an item.

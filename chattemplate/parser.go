@@ -241,6 +241,20 @@ func (p *parser) parseFor() (node, error) {
 
 func (p *parser) parseSet() (node, error) {
 	n := &setNode{}
+	if p.isOp("(") {
+		targets, err := p.parseTargets()
+		if err != nil {
+			return nil, err
+		}
+		n.targets = targets
+		if err := p.expectOp("="); err != nil {
+			return nil, err
+		}
+		if n.value, err = p.parseTupleExpr(); err != nil {
+			return nil, err
+		}
+		return n, p.expectBlockEnd()
+	}
 	first, err := p.expectName()
 	if err != nil {
 		return nil, err

@@ -24,6 +24,14 @@ type Undefined struct{ name string }
 
 type tuple []any
 
+// pyRange is what range() returns: it iterates as its items but prints as
+// Python's range object does.
+type pyRange struct {
+	items []any
+	args  [3]int
+	n     int
+}
+
 // Object is a JSON object that keeps its keys in insertion order, as a
 // Python dict does, so tojson and iteration print keys as the client sent them.
 type Object struct {
@@ -133,6 +141,8 @@ func normalize(v any) any {
 			l[i] = m
 		}
 		return l
+	case *pyRange:
+		return x.items
 	case []string:
 		l := make([]any, len(x))
 		for i, s := range x {
@@ -251,6 +261,14 @@ func repr(v any) string {
 }
 
 func writeRepr(b *strings.Builder, v any, quote bool) {
+	if r, ok := v.(*pyRange); ok {
+		if r.args[2] == 1 {
+			fmt.Fprintf(b, "range(%d, %d)", r.args[0], r.args[1])
+		} else {
+			fmt.Fprintf(b, "range(%d, %d, %d)", r.args[0], r.args[1], r.args[2])
+		}
+		return
+	}
 	switch x := normalize(v).(type) {
 	case nil:
 		b.WriteString("None")
