@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -219,12 +220,39 @@ func sortedKeys(m map[string]any) []string {
 	return ks
 }
 
+// messageKeyOrder is the key order of the messages vLLM builds (and
+// PrepareMessages returns as maps): iterating or printing such a message
+// lists its keys as Python would.
+var messageKeyOrder = []string{"role", "content", "tool_calls", "reasoning", "reasoning_content", "tool_call_id", "name", "tools"}
+
+// mapKeys orders a map[string]any's keys: the message keys vLLM sets, in
+// its order, then the rest sorted.
+func mapKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for _, k := range messageKeyOrder {
+		if _, ok := m[k]; ok {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == len(m) {
+		return ks
+	}
+	var rest []string
+	for k := range m {
+		if !slices.Contains(messageKeyOrder, k) {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	return append(ks, rest...)
+}
+
 func dictKeys(v any) ([]string, bool) {
 	switch x := v.(type) {
 	case *Object:
 		return x.keys, true
 	case map[string]any:
-		return sortedKeys(x), true
+		return mapKeys(x), true
 	}
 	return nil, false
 }
