@@ -51,7 +51,7 @@ type refCase struct {
 type refResult struct {
 	Format string  `json:"format"`
 	Out    *string `json:"out"`
-	Error *string `json:"error"`
+	Error  *string `json:"error"`
 }
 
 func runReference(t testing.TB, cases []refCase) []refResult {
