@@ -166,6 +166,19 @@ func init() {
 			return int64(len(strings.FieldsFunc(str(v), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') }))), nil
 		},
 		"indent": indentFilter,
+		"format": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			if len(args) > 0 && len(kw) > 0 {
+				return nil, fmt.Errorf("can't handle positional and keyword arguments at the same time")
+			}
+			if len(kw) > 0 {
+				o := NewObject()
+				for _, k := range sortedKeys(kw) {
+					o.Set(k, kw[k])
+				}
+				return pyPercent(str(v), o)
+			}
+			return pyPercent(str(v), tuple(args))
+		},
 	}
 }
 

@@ -158,8 +158,8 @@ func arith(op string, l, r any) (any, error) {
 			return strings.Repeat(s, int(ri)), nil
 		}
 	case "%":
-		if _, ok := l.(string); ok {
-			return nil, fmt.Errorf("unsupported: printf-style string formatting with %%")
+		if s, ok := l.(string); ok {
+			return pyPercent(s, r)
 		}
 	}
 	return nil, fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(l), typeName(r))
