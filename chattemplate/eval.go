@@ -83,9 +83,9 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 				return sigNone, err
 			}
 			out.WriteString(s)
-		case []node: // an inlined {% generation %} body
-			if sig, err := r.exec(n, f, out); sig != sigNone || err != nil {
-				return sig, err
+		case *generationNode:
+			if _, err := r.exec(n.body, &frame{parent: f}, out); err != nil {
+				return sigNone, err
 			}
 		case *ifNode:
 			done := false

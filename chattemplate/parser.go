@@ -9,8 +9,9 @@ import (
 // name, so a template is never rendered approximately.
 
 type parser struct {
-	toks []token
-	pos  int
+	toks  []token
+	pos   int
+	loops int // enclosing for loops in the current macro/caller scope
 }
 
 func (p *parser) peek() token { return p.toks[p.pos] }
@@ -115,6 +116,9 @@ func (p *parser) parseStatement() (node, error) {
 	case "macro":
 		return p.parseMacro()
 	case "break", "continue":
+		if p.loops == 0 { // jinja2's compiler refuses these too
+			return nil, p.errf(kw, "'%s' outside loop", kw.val)
+		}
 		if err := p.expectBlockEnd(); err != nil {
 			return nil, err
 		}
@@ -123,18 +127,22 @@ func (p *parser) parseStatement() (node, error) {
 		}
 		return &continueNode{}, nil
 	case "generation":
-		// transformers' AssistantTracker: the body renders as is.
+		// transformers' AssistantTracker: a call block whose body renders
+		// as is, in its own scope (a caller macro in jinja2).
 		if err := p.expectBlockEnd(); err != nil {
 			return nil, err
 		}
+		saved := p.loops
+		p.loops = 0
 		body, _, err := p.parseBody("endgeneration")
+		p.loops = saved
 		if err != nil {
 			return nil, err
 		}
 		if err := p.expectBlockEnd(); err != nil {
 			return nil, err
 		}
-		return body, nil
+		return &generationNode{body}, nil
 	}
 	return nil, p.errf(kw, "unsupported statement %q (refused rather than rendered approximately)", kw.val)
 }
@@ -222,7 +230,9 @@ func (p *parser) parseFor() (node, error) {
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, err
 	}
+	p.loops++
 	body, end, err := p.parseBody("else", "endfor")
+	p.loops--
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +334,11 @@ func (p *parser) parseMacro() (node, error) {
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, err
 	}
-	if n.body, _, err = p.parseBody("endmacro"); err != nil {
+	saved := p.loops
+	p.loops = 0
+	n.body, _, err = p.parseBody("endmacro")
+	p.loops = saved
+	if err != nil {
 		return nil, err
 	}
 	return n, p.expectBlockEnd()
