@@ -256,7 +256,10 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	if n := a.maxModelLen(); n > 0 {
 		card.MaxModelLen = &n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+	writeJSON(w, http.StatusOK, struct {
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{"list", []modelCard{card}})
 }
 
 // decodeSmall decodes a small JSON body (the tokenizer endpoints) strictly.
