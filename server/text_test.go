@@ -460,3 +460,30 @@ func TestChatContentFormats(t *testing.T) {
 		t.Errorf("image part: %v", err)
 	}
 }
+
+// TestTextGenerationDefaults: generation_config.json's defaults fill what a request
+// leaves out; what it sets wins.
+func TestTextGenerationDefaults(t *testing.T) {
+	f := newFakeCore(t, 1)
+	reg := prometheus.NewRegistry()
+	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
+		Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}, Registerer: reg,
+		Text: &Text{Name: "tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{}, Template: fakeTemplate{format: "string"},
+			DefaultSampling: map[string]float64{"temperature": 0.6, "top_k": 20, "max_tokens": 8}}})
+	ts := httptest.NewServer(api.Handler())
+	defer ts.Close()
+	if code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "top_k": 5}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	add := <-f.adds
+	if sp := add.Sampling; sp.Temperature != 0.6 || sp.TopK != 5 || sp.MaxTokens.Value != 8 {
+		t.Fatalf("temperature %v top_k %d max_tokens %d", sp.Temperature, sp.TopK, sp.MaxTokens.Value)
+	}
+	if code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "temperature": 0}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	add = <-f.adds
+	if sp := add.Sampling; sp.Temperature != 0 || sp.MaxTokens.Value != 8 {
+		t.Fatalf("completions: temperature %v max_tokens %d", sp.Temperature, sp.MaxTokens.Value)
+	}
+}

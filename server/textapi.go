@@ -25,6 +25,11 @@ func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
 		return nil, e
 	}
 	req.applyDefaults(a.text.DefaultSampling)
+	if v, ok := a.text.DefaultSampling["max_tokens"]; ok && req.MaxTokens == nil && int64(v) >= 1 {
+		// vLLM's default is the smallest of 16, the room left and max_new_tokens.
+		n := min(int64(v), DefaultMaxTokens)
+		req.MaxTokens = &n
+	}
 	if err := req.validateText(); err != nil {
 		return nil, err.(*APIError)
 	}
@@ -197,6 +202,14 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chat.MaxTokens = &room
 	} else if defaultMax {
 		chat.MaxTokens = nil // the dispatcher refuses the prompt, or caps the default
+	}
+	if v, ok := a.text.DefaultSampling["max_tokens"]; ok && defaultMax && int64(v) >= 1 {
+		// generation_config.json's max_new_tokens caps the default (vLLM's get_max_tokens).
+		n := int64(v)
+		if chat.MaxTokens != nil {
+			n = min(n, *chat.MaxTokens)
+		}
+		chat.MaxTokens = &n
 	}
 	t := Translate{BaseID: randomID("chatcmpl-"), Model: a.model, Text: true}
 	if len(a.text.EOSTokenIDs) > 0 {
