@@ -435,4 +435,3 @@ func (d *Dispatcher) PDInFlight() int64 {
 	}
 	return d.pd.hold.inFlight.Load()
 }
-
