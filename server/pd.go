@@ -56,7 +56,9 @@ func (p PDConfig) Enabled() bool {
 	return p.PrefillHandshakeAddress != "" || p.PrefillInputAddress != "" || p.MockPrefillEngines > 0
 }
 
-func (p PDConfig) bootstrapped() bool { return p.PrefillInputAddress != "" || p.PrefillOutputAddress != "" }
+func (p PDConfig) bootstrapped() bool {
+	return p.PrefillInputAddress != "" || p.PrefillOutputAddress != ""
+}
 
 func (p PDConfig) ranks() int {
 	if p.PrefillHandshakeAddress == "" && !p.bootstrapped() {
