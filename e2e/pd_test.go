@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/mockengine"
+)
+
+// pdDeployment is serve with decode and prefill mock-engine processes over tcp.
+type pdDeployment struct {
+	s                *server
+	decode, prefill  []*proc
+	hsDecode, hsPref string
+}
+
+// startPD runs serve with nd decode and np prefill mock engines, each in its own
+// process with its role; prefillArgs go to the prefill engines.
+func startPD(t *testing.T, nd, np int, serveArgs []string, prefillArgs ...string) *pdDeployment {
+	t.Helper()
+	d := &pdDeployment{hsDecode: "tcp://" + freeLoopbackAddr(t), hsPref: "tcp://" + freeLoopbackAddr(t)}
+	args := append([]string{"--handshake-address", d.hsDecode, "--data-parallel-size", strconv.Itoa(nd),
+		"--prefill-handshake-address", d.hsPref, "--prefill-data-parallel-size", strconv.Itoa(np),
+		"--engine-transport", "tcp"}, serveArgs...)
+	d.s = startServe(t, args...)
+	for r := range nd {
+		d.decode = append(d.decode, start(t, "decode mock-engine "+strconv.Itoa(r), "mock-engine", "--handshake-address", d.hsDecode,
+			"--data-parallel-rank", strconv.Itoa(r), "--data-parallel-size", strconv.Itoa(nd), "--step-ms", "2", "--pd-role", "decode"))
+	}
+	for r := range np {
+		a := append([]string{"mock-engine", "--handshake-address", d.hsPref, "--data-parallel-rank", strconv.Itoa(r),
+			"--data-parallel-size", strconv.Itoa(np), "--pd-role", "prefill"}, prefillArgs...)
+		if !slices.Contains(prefillArgs, "--step-ms") {
+			a = append(a, "--step-ms", "2")
+		}
+		d.prefill = append(d.prefill, start(t, "prefill mock-engine "+strconv.Itoa(r), a...))
+	}
+	eventually(t, 20*time.Second, "every engine ready with its role", func() bool {
+		roles := map[string]int{}
+		for _, e := range d.roles(t) {
+			if e.Ready {
+				roles[e.Role]++
+			}
+		}
+		return roles["decode"] == nd && roles["prefill"] == np
+	})
+	return d
+}
+
+type roleEngine struct {
+	Rank  int    `json:"rank"`
+	Ready bool   `json:"ready"`
+	Role  string `json:"role"`
+}
+
+func (d *pdDeployment) roles(t *testing.T) []roleEngine {
+	t.Helper()
+	_, b := d.s.get(t, "/v1/engines")
+	var v struct {
+		Engines []roleEngine `json:"engines"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("/v1/engines: %s: %v", b, err)
+	}
+	return v.Engines
+}
+
+func pdPrompt(i, n int) []int64 {
+	p := make([]int64, n)
+	for j := range p {
+		p[j] = int64(100 + i*7 + j)
+	}
+	return p
+}
+
+// complete sends one completion and checks its tokens are the uninterrupted
+// sequence of the mock engines (a decode mock that refused the handle would have
+// finished with an error and no token).
+func (d *pdDeployment) complete(t *testing.T, prompt []int64, maxTokens int, stream bool) error {
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens, "stream": stream})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, b, err := d.s.post(ctx, string(body))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var toks []int64
+	var finish string
+	if stream {
+		r := foldStream(t, b)
+		toks, finish = r.tokens[0], r.finish[0]
+	} else {
+		var v struct {
+			Choices []struct {
+				TokenIDs     []int64 `json:"token_ids"`
+				FinishReason string  `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) != 1 {
+			return fmt.Errorf("body %s: %v", b, err)
+		}
+		toks, finish = v.Choices[0].TokenIDs, v.Choices[0].FinishReason
+	}
+	if want := mockengine.TokensFor(prompt, maxTokens); !slices.Equal(toks, want) || finish != "length" {
+		return fmt.Errorf("tokens %v finish %q, want %v length", toks, finish, want)
+	}
+	return nil
+}
+
+// Every long prompt is prefilled on a prefill engine and decoded on a decode engine
+// with the prefill's handle (the decode mocks refuse a wrong one); short prompts are
+// prefilled by their decode engine; /v1/engines and the metrics say so.
+func TestPDMockEnginesOverSockets(t *testing.T) {
+	d := startPD(t, 2, 2, []string{"--pd-min-prompt-tokens", "8"})
+	const long, short = 40, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, long+short)
+	for i := range long + short {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 24
+			if i >= long {
+				n = 4
+			}
+			if err := d.complete(t, pdPrompt(i, n), 6, i%2 == 0); err != nil {
+				errs <- fmt.Errorf("request %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	m := scrape(t, d.s.url("/metrics"))
+	if v := metricSum(m, "switchyard_pd_pairs_total", ""); v != long {
+		t.Errorf("switchyard_pd_pairs_total = %v, want %d", v, long)
+	}
+	if v := metricSum(m, "switchyard_pd_local_prefills_total", `reason="short_prompt"`); v != short {
+		t.Errorf("local prefills (short_prompt) = %v, want %d", v, short)
+	}
+	if v := metricSum(m, "prefill_switchyard_requests_total", `outcome="length"`); v != long {
+		t.Errorf("prefill legs finished = %v, want %d", v, long)
+	}
+	if v := metricSum(m, "switchyard_requests_total", `outcome="error"`); v != 0 {
+		t.Errorf("%v requests finished with an error (a decode engine refused a handle)", v)
+	}
+	if v := metricSum(m, "switchyard_pd_leg_seconds_count", `leg="handoff"`); v != long {
+		t.Errorf("handoff observations %v, want %d", v, long)
+	}
+	for _, l := range m {
+		if strings.HasPrefix(l, "switchyard_pd_leg_seconds_sum") {
+			t.Log(l)
+		}
+	}
+}
+
+// A prefill engine killed under load: its legs are resent to the other prefill
+// engine (or prefilled by the decode engine); with no prefill engine left every
+// request is prefilled locally. No request fails, none loses a token.
+func TestPDPrefillEngineKilled(t *testing.T) {
+	d := startPD(t, 1, 2, nil, "--step-ms", "40")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.complete(t, pdPrompt(i, 16), 4, i%2 == 1); err != nil {
+				errs <- fmt.Errorf("request %d: %w", i, err)
+			}
+		}()
+	}
+	time.Sleep(15 * time.Millisecond) // legs are in flight on both prefill engines
+	_ = d.prefill[0].cmd.Process.Signal(syscall.SIGKILL)
+	wg.Wait()
+	eventually(t, 10*time.Second, "prefill rank 0 down", func() bool {
+		for _, e := range d.roles(t) {
+			if e.Role == "prefill" && e.Rank == 0 {
+				return !e.Ready
+			}
+		}
+		return false
+	})
+	_ = d.prefill[1].cmd.Process.Signal(syscall.SIGKILL)
+	eventually(t, 10*time.Second, "no prefill engine ready", func() bool {
+		for _, e := range d.roles(t) {
+			if e.Role == "prefill" && e.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range 4 {
+		if err := d.complete(t, pdPrompt(100+i, 16), 4, false); err != nil {
+			t.Errorf("without prefill engines: %v", err)
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	m := scrape(t, d.s.url("/metrics"))
+	moved := metricSum(m, "switchyard_pd_prefill_retries_total", "") + metricSum(m, "switchyard_pd_local_prefills_total", `reason="prefill_failed"`)
+	if moved < 1 {
+		t.Errorf("no prefill leg was retried or fell back after the kill")
+	}
+	if v := metricSum(m, "switchyard_pd_local_prefills_total", `reason="no_prefill_engine"`); v != 4 {
+		t.Errorf("local prefills (no_prefill_engine) = %v, want 4", v)
+	}
+	t.Logf("pairs %v, retries %v, local after failure %v", metricSum(m, "switchyard_pd_pairs_total", ""),
+		metricSum(m, "switchyard_pd_prefill_retries_total", ""), metricSum(m, "switchyard_pd_local_prefills_total", `reason="prefill_failed"`))
+}
+
+// A client that disconnects while its request is being prefilled has the prefill
+// leg aborted at the prefill engine; no decode engine ever sees the request.
+func TestPDClientAbortDuringPrefill(t *testing.T) {
+	d := startPD(t, 1, 1, nil, "--step-ms", "1500", "--log-level", "debug")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	body, _ := json.Marshal(map[string]any{"prompt": pdPrompt(1, 32), "max_tokens": 8, "stream": true})
+	_, _, err := d.s.post(ctx, string(body))
+	cancel()
+	if err == nil {
+		t.Fatal("the request finished before the client went away")
+	}
+	eventually(t, 10*time.Second, "the prefill engine got the ABORT", func() bool {
+		p := d.prefill[0]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, l := range p.lines {
+			if l["msg"] == "mockengine: request" && l["type"] == 1.0 {
+				return true
+			}
+		}
+		return false
+	})
+	m := scrape(t, d.s.url("/metrics"))
+	if v := metricSum(m, "switchyard_requests_total", `outcome="cancelled",rank="prefill_stage"`); v != 1 {
+		t.Errorf("requests cancelled in their prefill part = %v, want 1", v)
+	}
+	if v := metricSum(m, "prefill_switchyard_requests_total", `outcome="cancelled"`); v != 1 {
+		t.Errorf("prefill legs cancelled = %v, want 1", v)
+	}
+	if v := metricSum(m, "switchyard_requests_total", `rank="0"`); v != 0 {
+		t.Errorf("the decode engine saw %v requests", v)
+	}
+	if v := metricSum(m, "switchyard_pd_in_flight", ""); v != 0 {
+		t.Errorf("in flight after the abort: %v", v)
+	}
+}
