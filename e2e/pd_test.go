@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/mockengine"
 )
 
@@ -258,5 +262,91 @@ func TestPDClientAbortDuringPrefill(t *testing.T) {
 	}
 	if v := metricSum(m, "switchyard_pd_in_flight", ""); v != 0 {
 		t.Errorf("in flight after the abort: %v", v)
+	}
+}
+
+// libzmq (pyzmq) engines with vLLM's connector semantics: the prefill engine finds
+// do_remote_decode in sampling_params.extra_args.kv_transfer_params and returns
+// kv_transfer_params in its final output; the decode engine gets exactly those (a
+// wrong handle would be refused) under the transfer_id switchyard gave the leg.
+func TestPDPythonEngines(t *testing.T) {
+	py := pytest.Find(t, "zmq", "msgpack")
+	hsD, hsP := "tcp://"+freeLoopbackAddr(t), "tcp://"+freeLoopbackAddr(t)
+	s := startServe(t, "--handshake-address", hsD, "--prefill-handshake-address", hsP, "--engine-transport", "tcp",
+		"--pd-min-prompt-tokens", "8")
+	dir := t.TempDir()
+	statsOf := func(role string) string { return filepath.Join(dir, role+".json") }
+	for _, role := range []string{"prefill", "decode"} {
+		hs := hsD
+		if role == "prefill" {
+			hs = hsP
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, py, "testdata/py_pd_engine.py", hs, role, statsOf(role))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	}
+	d := &pdDeployment{s: s}
+	eventually(t, 20*time.Second, "both Python engines ready", func() bool {
+		n := 0
+		for _, e := range d.roles(t) {
+			if e.Ready {
+				n++
+			}
+		}
+		return n == 2
+	})
+	const long, short = 12, 3
+	for i := range long + short {
+		n := 40
+		if i >= long {
+			n = 5
+		}
+		body, _ := json.Marshal(map[string]any{"prompt": pdPrompt(i, n), "max_tokens": 3, "stream": i%2 == 0})
+		resp, b, err := s.post(context.Background(), string(body))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request %d: %v %s", i, err, b)
+		}
+		if !strings.Contains(string(b), "1000") || !strings.Contains(string(b), "1002") {
+			t.Fatalf("request %d: tokens missing: %s", i, b)
+		}
+	}
+	type pyStats struct {
+		Prefills, Remote, Local, Refused, BadLegs int
+		IDs                                       []string `json:"ids"`
+		TransferIDs                               []string `json:"transfer_ids"`
+	}
+	read := func(role string) pyStats {
+		b, err := os.ReadFile(statsOf(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st pyStats
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	pre, dec := read("prefill"), read("decode")
+	if pre.Prefills != long || pre.BadLegs != 0 {
+		t.Errorf("prefill engine: %d prefills, %d legs without do_remote_decode/max_tokens 1; want %d, 0", pre.Prefills, pre.BadLegs, long)
+	}
+	if dec.Remote != long || dec.Local != short || dec.Refused != 0 {
+		t.Errorf("decode engine: remote %d local %d refused %d; want %d %d 0", dec.Remote, dec.Local, dec.Refused, long, short)
+	}
+	// Every decode leg got the transfer_id of a prefill leg, which is that leg's
+	// engine request id (REQ#pN): no suffix anywhere.
+	if !slices.Equal(pre.TransferIDs, pre.IDs) || !slices.Equal(dec.TransferIDs, pre.TransferIDs) {
+		t.Errorf("transfer ids: prefill legs %v (ids %v), decode %v", pre.TransferIDs, pre.IDs, dec.TransferIDs)
+	}
+	// Each prefill leg is named after its decode leg's id, the request's own.
+	for _, id := range pre.IDs {
+		i := strings.LastIndex(id, "#p")
+		if i < 0 || !slices.Contains(dec.IDs, id[:i]) {
+			t.Errorf("prefill leg %q has no decode leg (decode ids %v)", id, dec.IDs)
+		}
 	}
 }
