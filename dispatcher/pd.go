@@ -42,6 +42,10 @@ type PDConfig struct {
 	// MaxPrefillLegs is how many prefill engines one request may try before it is
 	// prefilled locally; 0 = 2.
 	MaxPrefillLegs int
+	// OnHandoff, when set, gets every handoff's duration (the prefill's final
+	// output received to the decode ADD handed to the writer), e.g. for the bench's
+	// exact percentiles; it runs on the prefill engine's receive goroutine.
+	OnHandoff func(time.Duration)
 }
 
 // pdEdge is a decode dispatcher's P/D state.
@@ -52,6 +56,7 @@ type pdEdge struct {
 	hold   *engine // requests in their prefill part
 	seq    atomic.Uint64
 	m      *pdMetrics
+	hook   func(time.Duration)
 }
 
 // pdState is one split request's pair, shared by its callbacks. mu orders the
@@ -96,7 +101,7 @@ func (d *Dispatcher) EnablePD(cfg PDConfig) error {
 	}
 	hold.m.ttft, hold.m.itl = new(latencyHist), new(latencyHist)
 	hold.m.tokens = d.m.tokens.WithLabelValues("prefill_stage")
-	d.pd = &pdEdge{p: cfg.Prefill, legs: legs, hold: hold, m: m,
+	d.pd = &pdEdge{p: cfg.Prefill, legs: legs, hold: hold, m: m, hook: cfg.OnHandoff,
 		policy: pdPolicy{minPromptTokens: cfg.MinPromptTokens, busyScore: cfg.BusyScore}}
 	return nil
 }
@@ -391,6 +396,9 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 	if remote {
 		d.pd.m.pairs.Inc()
 		d.pd.m.handoff.Observe(now.Sub(since).Seconds())
+		if d.pd.hook != nil {
+			d.pd.hook(now.Sub(since))
+		}
 	}
 	return false
 }

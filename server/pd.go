@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,6 +50,8 @@ type PDConfig struct {
 	// KVConnector names the connector in the printed --kv-transfer-config
 	// (MooncakeConnector when empty).
 	KVConnector string
+	// OnHandoff gets every P/D handoff's duration (dispatcher.PDConfig.OnHandoff).
+	OnHandoff func(time.Duration)
 }
 
 // Enabled reports whether a prefill role is configured.
@@ -174,7 +177,7 @@ func (s *Server) startPrefill(ctx context.Context) error {
 		return fmt.Errorf("prefill frontend: %w", err)
 	}
 	if err = s.d.EnablePD(dispatcher.PDConfig{Prefill: side.d, MinPromptTokens: p.MinPromptTokens,
-		BusyScore: p.PrefillBusyThreshold, MaxPrefillLegs: p.MaxPrefillAttempts}); err != nil {
+		BusyScore: p.PrefillBusyThreshold, MaxPrefillLegs: p.MaxPrefillAttempts, OnHandoff: p.OnHandoff}); err != nil {
 		return err
 	}
 	if p.MockPrefillEngines > 0 {

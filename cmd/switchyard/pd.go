@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"time"
+
 	"github.com/urfave/cli/v3"
 
+	"github.com/switchyard-llm/switchyard/bench"
 	"github.com/switchyard-llm/switchyard/server"
 )
 
@@ -63,4 +69,40 @@ func applyPDFlags(cmd *cli.Command, p *server.PDConfig) {
 	p.PrefillBusyThreshold = cmd.Float("pd-prefill-busy-threshold")
 	p.MaxPrefillAttempts = cmd.Int("pd-max-prefill-attempts")
 	p.KVConnector = cmd.String("kv-connector")
+}
+
+// pdBenchFlags are `switchyard bench --pd`'s own flags; --duration, --concurrency,
+// --prompt-tokens, --output-tokens and --step-time are shared with the main mode.
+func pdBenchFlags() []cli.Flag {
+	const cat = "prefill/decode (--pd)"
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "pd", Category: cat, Usage: "P/D mode: the handoff overhead of switchyard's pairing against the proxy design's two HTTP hops (bench/README.md)"},
+		&cli.IntFlag{Name: "pd-decode-engines", Category: cat, Value: 2, Usage: "decode mock engines"},
+		&cli.IntFlag{Name: "pd-prefill-engines", Category: cat, Value: 1, Usage: "prefill mock engines"},
+	}
+}
+
+func runPDBench(ctx context.Context, cmd *cli.Command) error {
+	cfg := bench.PDConfig{
+		Decode: cmd.Int("pd-decode-engines"), Prefill: cmd.Int("pd-prefill-engines"),
+		Concurrency: cmd.Int("concurrency"), Duration: cmd.Duration("duration"),
+		PromptTokens: cmd.Int("prompt-tokens"), OutputTokens: cmd.Int("output-tokens"),
+		StepTime: cmd.Duration("step-time"),
+	}
+	if cfg.StepTime <= 0 {
+		cfg.StepTime = time.Millisecond // the mock engines need a step
+	}
+	r, err := bench.RunPD(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	bench.WritePD(os.Stdout, r)
+	if path := cmd.String("json"); path != "" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, b, 0o644)
+	}
+	return nil
 }
