@@ -246,7 +246,7 @@ func startProxyDesign(pre, dec *dispatcher.Dispatcher, hand *samples) (*proxyDes
 	preMux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		var b proxyBody
 		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
-			http.Error(w, err.Error(), 400)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		kv, _ := msgpack.Marshal(b.KVParams)
@@ -255,7 +255,7 @@ func startProxyDesign(pre, dec *dispatcher.Dispatcher, hand *samples) (*proxyDes
 		req.Sampling.ExtraArgs, _ = wire.AppendExtraArgsWith(nil, nil, kv)
 		s, err := pre.Submit(r.Context(), req)
 		if err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		defer s.Close()
@@ -263,7 +263,7 @@ func startProxyDesign(pre, dec *dispatcher.Dispatcher, hand *samples) (*proxyDes
 		for {
 			out, err := s.Recv(r.Context())
 			if err != nil {
-				http.Error(w, err.Error(), 500)
+				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
 			if out.Finished() {
@@ -284,7 +284,7 @@ func startProxyDesign(pre, dec *dispatcher.Dispatcher, hand *samples) (*proxyDes
 	decMux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		var b proxyBody
 		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
-			http.Error(w, err.Error(), 400)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		kv, _ := msgpack.Marshal(b.KVParams)
@@ -294,7 +294,7 @@ func startProxyDesign(pre, dec *dispatcher.Dispatcher, hand *samples) (*proxyDes
 		s, err := dec.Submit(r.Context(), req)
 		now := time.Now()
 		if err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		defer s.Close()
