@@ -329,3 +329,58 @@ func TestPDDuplicateID(t *testing.T) {
 		t.Fatalf("duplicate live id: %v", err)
 	}
 }
+
+// A decode engine that dies after the handoff: the request migrates as any other
+// (a plain continuation ADD, prefilled by the new decode engine), and the
+// client's stream goes on.
+func TestPDDecodeDiesMigrates(t *testing.T) {
+	h := newPDHarness(t, PDConfig{}, []int{0, 1}, []int{0})
+	s, err := h.dec.d.Submit(context.Background(), longReq("x", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := h.pre.s.next(t, wire.RequestAdd)
+	h.pre.d.HandleOutputs(0, batch(0, prefillDone(p.add.RequestID, mustPack(t, map[string]any{"do_remote_prefill": true}))))
+	dd := h.dec.s.next(t, wire.RequestAdd)
+	h.dec.d.HandleOutputs(dd.rank, batch(dd.rank, tokOut("x", 7)))
+	h.dec.d.EngineDown(dd.rank, errors.New("killed"))
+	mv := h.dec.s.next(t, wire.RequestAdd)
+	if mv.rank == dd.rank || kvParams(t, mv.add) != nil {
+		t.Fatalf("continuation on rank %d (was %d) with kv params %v", mv.rank, dd.rank, kvParams(t, mv.add))
+	}
+	if n := len(mv.add.PromptTokenIDs); n != 33 || mv.add.Sampling.MaxTokens.Value != 4 {
+		t.Fatalf("continuation prompt %d tokens, max_tokens %d", n, mv.add.Sampling.MaxTokens.Value)
+	}
+	h.dec.d.HandleOutputs(mv.rank, batch(mv.rank, finOut(mv.add.RequestID, wire.FinishLength, 8, 9, 10, 11)))
+	outs, err := recvAll(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range outs {
+		n += len(o.TokenIDs)
+	}
+	if n != 5 {
+		t.Fatalf("%d tokens, want 5", n)
+	}
+}
+
+// Without a live decode engine at handoff time the request fails with a clear
+// error instead of hanging.
+func TestPDNoDecodeAtHandoff(t *testing.T) {
+	h := newPDHarness(t, PDConfig{}, []int{0}, []int{0})
+	s, err := h.dec.d.Submit(context.Background(), longReq("x", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := h.pre.s.next(t, wire.RequestAdd)
+	h.dec.d.EngineDown(0, errors.New("gone"))
+	h.pre.d.HandleOutputs(0, batch(0, prefillDone(p.add.RequestID, mustPack(t, map[string]any{"do_remote_prefill": true}))))
+	_, err = recvAll(t, s)
+	if !errors.Is(err, ErrNoEngines) {
+		t.Fatalf("err %v, want ErrNoEngines", err)
+	}
+	if h.dec.d.InFlight() != 0 {
+		t.Fatalf("in flight %d", h.dec.d.InFlight())
+	}
+}
