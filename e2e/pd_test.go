@@ -350,3 +350,71 @@ func TestPDPythonEngines(t *testing.T) {
 		}
 	}
 }
+
+// The embedded default with prefill engines: one curl takes P then D, /v1/engines
+// names each engine's role, and the pair is counted.
+func TestPDEmbeddedDefault(t *testing.T) {
+	s := startServe(t, "--mock-engines", "2", "--mock-prefill-engines", "1", "--bootstrap-address", freeLoopbackAddr(t))
+	d := &pdDeployment{s: s}
+	roles := map[string]int{}
+	for _, e := range d.roles(t) {
+		roles[e.Role]++
+	}
+	if roles["decode"] != 2 || roles["prefill"] != 1 {
+		t.Fatalf("roles %v, want 2 decode and 1 prefill", roles)
+	}
+	if err := d.complete(t, []int64{1, 2, 3}, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	if v := metricSum(scrape(t, s.url("/metrics")), "switchyard_pd_pairs_total", ""); v != 1 {
+		t.Errorf("switchyard_pd_pairs_total = %v, want 1", v)
+	}
+	// serve printed each role's --kv-transfer-config with the registry address.
+	for _, role := range []string{"kv_producer", "kv_consumer"} {
+		if !strings.Contains(s.log(), `\"kv_role\":\"`+role+`\"`) || !strings.Contains(s.log(), "bootstrap_server_address") {
+			t.Errorf("no --kv-transfer-config for %s in the log", role)
+		}
+	}
+	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+}
+
+// Bootstrapped prefill engines (a launcher did their handshake) beside
+// handshaking decode engines.
+func TestPDBootstrappedPrefill(t *testing.T) {
+	dir := t.TempDir()
+	in, out := "ipc://"+dir+"/pin", "ipc://"+dir+"/pout"
+	hsD := "tcp://" + freeLoopbackAddr(t)
+	s := startServe(t, "--handshake-address", hsD, "--prefill-input-address", in, "--prefill-output-address", out,
+		"--prefill-data-parallel-size", "2")
+	start(t, "decode mock-engine", "mock-engine", "--handshake-address", hsD, "--step-ms", "2", "--pd-role", "decode")
+	for rank := range 2 {
+		start(t, "prefill mock-engine "+strconv.Itoa(rank), "mock-engine", "--input-address", in, "--output-address", out,
+			"--data-parallel-rank", strconv.Itoa(rank), "--data-parallel-size", "2", "--step-ms", "2", "--pd-role", "prefill")
+	}
+	d := &pdDeployment{s: s}
+	eventually(t, 20*time.Second, "three engines ready", func() bool {
+		n := 0
+		for _, e := range d.roles(t) {
+			if e.Ready {
+				n++
+			}
+		}
+		return n == 3
+	})
+	for i := range 6 {
+		if err := d.complete(t, pdPrompt(i, 20), 3, i%2 == 0); err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	m := scrape(t, s.url("/metrics"))
+	if v := metricSum(m, "switchyard_pd_pairs_total", ""); v != 6 {
+		t.Errorf("pairs %v, want 6", v)
+	}
+	for _, rank := range []string{`rank="0"`, `rank="1"`} {
+		if v := metricSum(m, "prefill_switchyard_requests_total", rank); v == 0 {
+			t.Errorf("prefill %s took no leg", rank)
+		}
+	}
+}
