@@ -60,9 +60,10 @@ func startPD(t *testing.T, nd, np int, serveArgs []string, prefillArgs ...string
 }
 
 type roleEngine struct {
-	Rank  int    `json:"rank"`
-	Ready bool   `json:"ready"`
-	Role  string `json:"role"`
+	Rank     int    `json:"rank"`
+	Ready    bool   `json:"ready"`
+	Role     string `json:"role"`
+	InFlight int64  `json:"in_flight"`
 }
 
 func (d *pdDeployment) roles(t *testing.T) []roleEngine {
@@ -187,7 +188,14 @@ func TestPDPrefillEngineKilled(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(15 * time.Millisecond) // legs are in flight on both prefill engines
+	eventually(t, 10*time.Second, "prefill legs in flight on prefill rank 0", func() bool {
+		for _, e := range d.roles(t) {
+			if e.Role == "prefill" && e.Rank == 0 {
+				return e.InFlight > 0
+			}
+		}
+		return false
+	})
 	_ = d.prefill[0].cmd.Process.Signal(syscall.SIGKILL)
 	wg.Wait()
 	eventually(t, 10*time.Second, "prefill rank 0 down", func() bool {
