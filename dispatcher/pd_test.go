@@ -384,3 +384,30 @@ func TestPDNoDecodeAtHandoff(t *testing.T) {
 		t.Fatalf("in flight %d", h.dec.d.InFlight())
 	}
 }
+
+// A prefill engine that refuses the ADD (dead or stuck, not yet reported down):
+// the leg goes to another; when every one refuses, the decode engine prefills.
+func TestPDPrefillRefuses(t *testing.T) {
+	h := newPDHarness(t, PDConfig{}, []int{0}, []int{0, 1})
+	h.pre.s.setFail(0, errors.New("stuck"))
+	if _, err := h.dec.d.Submit(context.Background(), longReq("x", 32)); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.pre.s.next(t, wire.RequestAdd); p.rank != 1 {
+		t.Fatalf("leg on rank %d, want 1", p.rank)
+	}
+	h.pre.s.setFail(1, errors.New("stuck"))
+	if _, err := h.dec.d.Submit(context.Background(), longReq("y", 32)); err != nil {
+		t.Fatal(err)
+	}
+	dd := h.dec.s.next(t, wire.RequestAdd)
+	if dd.add.RequestID != "y" || kvParams(t, dd.add) != nil {
+		t.Fatalf("every prefill refused: decode got %q kv %v", dd.add.RequestID, kvParams(t, dd.add))
+	}
+	if v := testutil.ToFloat64(h.dec.d.pd.m.local[PDPrefillFailed]); v != 1 {
+		t.Errorf("local prefill_failed = %v", v)
+	}
+	if got := h.dec.d.PDInFlight(); got != 1 {
+		t.Errorf("PDInFlight = %d, want 1 (x is still prefilling)", got)
+	}
+}

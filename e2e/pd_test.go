@@ -29,6 +29,11 @@ type pdDeployment struct {
 // startPD runs serve with nd decode and np prefill mock engines, each in its own
 // process with its role; prefillArgs go to the prefill engines.
 func startPD(t *testing.T, nd, np int, serveArgs []string, prefillArgs ...string) *pdDeployment {
+	return startPDWith(t, nd, np, serveArgs, []string{"--step-ms", "2"}, prefillArgs...)
+}
+
+// startPDWith is startPD with the decode engines' arguments.
+func startPDWith(t *testing.T, nd, np int, serveArgs, decodeArgs []string, prefillArgs ...string) *pdDeployment {
 	t.Helper()
 	d := &pdDeployment{hsDecode: "tcp://" + freeLoopbackAddr(t), hsPref: "tcp://" + freeLoopbackAddr(t)}
 	args := append([]string{"--handshake-address", d.hsDecode, "--data-parallel-size", strconv.Itoa(nd),
@@ -36,8 +41,9 @@ func startPD(t *testing.T, nd, np int, serveArgs []string, prefillArgs ...string
 		"--engine-transport", "tcp"}, serveArgs...)
 	d.s = startServe(t, args...)
 	for r := range nd {
-		d.decode = append(d.decode, start(t, "decode mock-engine "+strconv.Itoa(r), "mock-engine", "--handshake-address", d.hsDecode,
-			"--data-parallel-rank", strconv.Itoa(r), "--data-parallel-size", strconv.Itoa(nd), "--step-ms", "2", "--pd-role", "decode"))
+		a := append([]string{"mock-engine", "--handshake-address", d.hsDecode, "--data-parallel-rank", strconv.Itoa(r),
+			"--data-parallel-size", strconv.Itoa(nd), "--pd-role", "decode"}, decodeArgs...)
+		d.decode = append(d.decode, start(t, "decode mock-engine "+strconv.Itoa(r), a...))
 	}
 	for r := range np {
 		a := append([]string{"mock-engine", "--handshake-address", d.hsPref, "--data-parallel-rank", strconv.Itoa(r),
@@ -425,4 +431,41 @@ func TestPDBootstrappedPrefill(t *testing.T) {
 			t.Errorf("prefill %s took no leg", rank)
 		}
 	}
+}
+
+// A decode engine killed after the handoff: its requests migrate to the other
+// decode engine (prefilled there from the prompt and the tokens already sent) and
+// every client gets its uninterrupted tokens.
+func TestPDDecodeEngineKilled(t *testing.T) {
+	d := startPDWith(t, 2, 1, nil, []string{"--step-ms", "15"})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.complete(t, pdPrompt(i, 16), 20, i%2 == 0); err != nil {
+				errs <- fmt.Errorf("request %d: %w", i, err)
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "decode legs in flight on decode rank 0", func() bool {
+		for _, e := range d.roles(t) {
+			if e.Role == "decode" && e.Rank == 0 {
+				return e.InFlight > 0
+			}
+		}
+		return false
+	})
+	_ = d.decode[0].cmd.Process.Signal(syscall.SIGKILL)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	m := scrape(t, d.s.url("/metrics"))
+	if v := metricSum(m, "switchyard_migrations_total", `outcome="moved"`); v < 1 {
+		t.Errorf("no request migrated off the killed decode engine")
+	}
+	t.Logf("pairs %v, migrations %v", metricSum(m, "switchyard_pd_pairs_total", ""), metricSum(m, "switchyard_migrations_total", `outcome="moved"`))
 }
