@@ -146,6 +146,13 @@ func (d *Dispatcher) pdSubmit(req *wire.EngineCoreRequest, r *request, ctx conte
 		pd.m.local[reason].Inc()
 		return false, nil
 	}
+	if req.DataParallelRank.Valid {
+		// The pin names a decode rank; one that is not there is refused now, as
+		// without P/D, not after a prefill that would be wasted.
+		if _, err := d.choose(req, nil, start); err != nil {
+			return true, err
+		}
+	}
 	st := &pdState{orig: req, pair: pdPair{maxLegs: pd.legs}}
 	r.mu.Lock()
 	r.eng, r.done, r.pd = pd.hold, false, st

@@ -411,3 +411,31 @@ func TestPDPrefillRefuses(t *testing.T) {
 		t.Errorf("PDInFlight = %d, want 1 (x is still prefilling)", got)
 	}
 }
+
+// A pinned rank is a decode rank: honoured at the handoff, refused at once when
+// it is not connected.
+func TestPDPinnedDecodeRank(t *testing.T) {
+	h := newPDHarness(t, PDConfig{}, []int{0, 1}, []int{0})
+	req := longReq("x", 32)
+	req.DataParallelRank = wire.SomeInt(1)
+	if _, err := h.dec.d.Submit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	p := h.pre.s.next(t, wire.RequestAdd)
+	if p.add.DataParallelRank.Valid {
+		t.Fatalf("the prefill leg is pinned to %d", p.add.DataParallelRank.Value)
+	}
+	h.pre.d.HandleOutputs(0, batch(0, prefillDone(p.add.RequestID, mustPack(t, map[string]any{"do_remote_prefill": true}))))
+	if dd := h.dec.s.next(t, wire.RequestAdd); dd.rank != 1 {
+		t.Fatalf("decode leg on rank %d, want the pinned 1", dd.rank)
+	}
+	bad := longReq("y", 32)
+	bad.DataParallelRank = wire.SomeInt(7)
+	var inv *InvalidDataParallelRank
+	if _, err := h.dec.d.Submit(context.Background(), bad); !errors.As(err, &inv) {
+		t.Fatalf("pinned to a missing rank: %v", err)
+	}
+	if n := len(h.pre.s.sent(wire.RequestAdd)); n != 1 {
+		t.Fatalf("%d prefill legs, want 1 (none for the refused request)", n)
+	}
+}
