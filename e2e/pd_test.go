@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // pdDeployment is serve with decode and prefill mock-engine processes over tcp.
@@ -368,7 +370,8 @@ func TestPDPythonEngines(t *testing.T) {
 // The embedded default with prefill engines: one curl takes P then D, /v1/engines
 // names each engine's role, and the pair is counted.
 func TestPDEmbeddedDefault(t *testing.T) {
-	s := startServe(t, "--mock-engines", "2", "--mock-prefill-engines", "1", "--bootstrap-address", freeLoopbackAddr(t))
+	s := startServe(t, "--mock-engines", "2", "--mock-prefill-engines", "1", "--bootstrap-address", freeLoopbackAddr(t),
+		"--allow-utility-method", "pd_stats")
 	d := &pdDeployment{s: s}
 	roles := map[string]int{}
 	for _, e := range d.roles(t) {
@@ -380,8 +383,24 @@ func TestPDEmbeddedDefault(t *testing.T) {
 	if err := d.complete(t, []int64{1, 2, 3}, 4, false); err != nil {
 		t.Fatal(err)
 	}
-	if v := metricSum(scrape(t, s.url("/metrics")), "switchyard_pd_pairs_total", ""); v != 1 {
-		t.Errorf("switchyard_pd_pairs_total = %v, want 1", v)
+	// The msgpack client protocol splits requests the same way; the callbacks see
+	// the decode leg under the client's own id.
+	c := dialMPClient(t, s.client)
+	for i, id := range []string{"mp-0", "mp-1", "mp-2"} {
+		c.add(t, id, 5, i%2)
+	}
+	for id, r := range c.collect(t, 3) {
+		if r.tokens != 5 || r.finish != wire.FinishLength {
+			t.Errorf("%s: %d tokens, finish %v", id, r.tokens, r.finish)
+		}
+	}
+	if v := metricSum(scrape(t, s.url("/metrics")), "switchyard_pd_pairs_total", ""); v != 4 {
+		t.Errorf("switchyard_pd_pairs_total = %v, want 4", v)
+	}
+	// The decode mocks counted the remote prefills (handle matched), none refused.
+	u := c.utility(t, 9, "pd_stats")
+	if u.Failure.Valid || !bytes.Contains(u.Result, []byte("remote_prefills")) {
+		t.Errorf("pd_stats: %+v", u)
 	}
 	// serve printed each role's --kv-transfer-config with the registry address.
 	for _, role := range []string{"kv_producer", "kv_consumer"} {
