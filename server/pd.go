@@ -121,6 +121,9 @@ type pdSide struct {
 // frontend's series are per process, so the second set is told apart by name).
 func (s *Server) startPrefill(ctx context.Context) error {
 	p := s.cfg.PD
+	if !p.Enabled() {
+		return nil
+	}
 	side := &pdSide{cfg: p, stopMocks: func() {}}
 	s.pd = side
 	log := s.log.With("role", "prefill")
@@ -230,6 +233,9 @@ func (side *pdSide) startMocks(ctx context.Context, s *Server, log *slog.Logger)
 // close takes the prefill side down after the decode dispatcher has closed (which
 // aborted every live prefill leg through it).
 func (side *pdSide) close() {
+	if side == nil {
+		return
+	}
 	if side.d != nil {
 		side.d.Close()
 	}
@@ -308,6 +314,9 @@ func KVTransferConfigs(connector, bootstrap string) (prefill, decode string) {
 
 // logKVTransferConfigs prints what each role's engines are started with.
 func (s *Server) logKVTransferConfigs() {
+	if !s.cfg.PD.Enabled() {
+		return
+	}
 	pre, dec := KVTransferConfigs(s.cfg.PD.KVConnector, s.BootstrapAddr())
 	s.log.Info("P/D disaggregation: start prefill engines with --kv-transfer-config "+pre, "role", "prefill")
 	s.log.Info("P/D disaggregation: start decode engines with --kv-transfer-config "+dec, "role", "decode")

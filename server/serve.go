@@ -165,10 +165,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	loads.d.Store(s.d)
-	if cfg.PD.Enabled() {
-		if err = s.startPrefill(ctx); err != nil {
-			return nil, err
-		}
+	if err = s.startPrefill(ctx); err != nil { // prefill engines, if any (pd.go)
+		return nil, err
 	}
 
 	events := s.events
@@ -222,9 +220,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 	}
-	if cfg.PD.Enabled() {
-		s.logKVTransferConfigs()
-	}
+	s.logKVTransferConfigs()
 
 	reason := func() error {
 		if p := s.shutdownReason.Load(); p != nil {
@@ -498,9 +494,7 @@ func (s *Server) teardown() {
 	if s.d != nil {
 		s.d.Close()
 	}
-	if s.pd != nil {
-		s.pd.close() // after the decode side: its Close aborted the live prefill legs
-	}
+	s.pd.close() // after the decode side: its Close aborted the live prefill legs
 	s.events.closing.Store(true)
 	// The frontend goes before the built-in engines, so their leaving is not
 	// reported as engine failures.
