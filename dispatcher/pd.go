@@ -253,10 +253,10 @@ func (d *Dispatcher) pdLegOutput(r *request, st *pdState, leg string, rank int, 
 	}
 	switch act {
 	case actSendDecode:
-		d.pdSendDecode(r, st, params, now)
+		d.pdSendDecode(r, st, params, now, false)
 	case actSendLocal:
 		d.pd.m.local[reason].Inc()
-		d.pdSendDecode(r, st, nil, now)
+		d.pdSendDecode(r, st, nil, now, false)
 	case actRetryPrefill:
 		d.pd.m.retries.Inc()
 		// Not on this goroutine: a new ADD may wait for queue room.
@@ -286,7 +286,7 @@ func (d *Dispatcher) pdRetry(r *request, st *pdState, failed []int, since time.T
 	st.mu.Unlock()
 	if act == actSendLocal {
 		d.pd.m.local[reason].Inc()
-		d.pdSendDecode(r, st, nil, since)
+		d.pdSendDecode(r, st, nil, since, true)
 	}
 }
 
@@ -316,7 +316,12 @@ func (p *Dispatcher) pickExcept(ranks []int, now time.Time) int {
 // (the prefill's kv_transfer_params, carried as they came) in extra_args, or
 // plain (params nil: prefilled there). A decode engine that refuses is skipped
 // for the next best; with none left r fails.
-func (d *Dispatcher) pdSendDecode(r *request, st *pdState, params wire.Raw, since time.Time) {
+//
+// wait false is the prefill engine's receive goroutine: it must never wait for
+// room in a decode engine's full queue (that would hold every other output of
+// the prefill engine behind one busy decode engine), so a handoff that would wait
+// goes on in a goroutine of its own, which may.
+func (d *Dispatcher) pdSendDecode(r *request, st *pdState, params wire.Raw, since time.Time, wait bool) {
 	req := *st.orig
 	if params != nil {
 		sp := *st.orig.Sampling
@@ -343,8 +348,12 @@ func (d *Dispatcher) pdSendDecode(r *request, st *pdState, params wire.Raw, sinc
 		}
 		orig := req.Sampling
 		req.Sampling = capped
-		retry := d.pdAdmit(&req, r, st, e, params != nil, since)
+		retry, blocked := d.pdAdmit(&req, r, st, e, params != nil, since, wait)
 		req.Sampling = orig
+		if blocked {
+			go d.pdSendDecode(r, st, params, since, true)
+			return
+		}
 		if !retry {
 			return
 		}
@@ -352,13 +361,25 @@ func (d *Dispatcher) pdSendDecode(r *request, st *pdState, params wire.Raw, sinc
 	}
 }
 
+// errPDWouldWait is the cause of the context a handoff on a receive goroutine
+// sends with: a full queue answers at once instead of waiting.
+var errPDWouldWait = errors.New("dispatcher: P/D handoff would wait for queue room")
+
+// noWait is a context that has already ended with errPDWouldWait.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errPDWouldWait)
+	return ctx
+}()
+
 // pdAdmit moves r from the holding engine to decode engine e and writes its ADD.
-// retry reports that e refused and nothing reached it.
-func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdState, e *engine, remote bool, since time.Time) (retry bool) {
+// retry reports that e refused and nothing reached it; blocked (only when wait
+// is false) that e's queue is full and nothing was sent or changed.
+func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdState, e *engine, remote bool, since time.Time, wait bool) (retry, blocked bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done || r.eng != d.pd.hold {
-		return false // aborted (or closed) meanwhile: nothing to send
+		return false, false // aborted (or closed) meanwhile: nothing to send
 	}
 	hold := r.eng
 	r.eng = e
@@ -371,7 +392,7 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 	}
 	if d.closed.Load() || !e.up.Load() || d.groupRefusal(e.rank) != nil {
 		undo()
-		return !d.closed.Load()
+		return !d.closed.Load(), false
 	}
 	e.admitted.Add(1)
 	req.ClientIndex = d.cfg.ClientIndex
@@ -386,15 +407,20 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 		lay = wire.Native()
 	}
 	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
-	if err == nil {
-		err = d.sender.Send(e.rank, wire.RequestAdd, body, aux)
-	} else {
+	if err != nil {
 		wire.PutBuffer(body)
+	} else if cs, ok := d.sender.(ClientSender); ok && !wait {
+		err = cs.SendFrom(noWait, 1<<63|d.anon.Add(1), e.rank, wire.RequestAdd, body, aux)
+	} else {
+		err = d.sender.Send(e.rank, wire.RequestAdd, body, aux)
 	}
 	if err != nil {
 		e.admitted.Add(-1)
 		undo()
-		return true
+		if !wait && errors.Is(err, errPDWouldWait) {
+			return false, true
+		}
+		return true, false
 	}
 	now := d.cfg.Now()
 	st.mu.Lock()
@@ -407,7 +433,7 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 			d.pd.hook(now.Sub(since))
 		}
 	}
-	return false
+	return false, false
 }
 
 // pdFirstToken observes the decode leg's time to first token (from its ADD).

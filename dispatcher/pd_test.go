@@ -3,9 +3,11 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -437,5 +439,76 @@ func TestPDPinnedDecodeRank(t *testing.T) {
 	}
 	if n := len(h.pre.s.sent(wire.RequestAdd)); n != 1 {
 		t.Fatalf("%d prefill legs, want 1 (none for the refused request)", n)
+	}
+}
+
+// fullSender is a ClientSender whose queues are full until open is closed: a
+// send with an ended context fails at once (with the context's cause, as the
+// frontend's QueueFullError unwraps to), one that may wait waits for open.
+type fullSender struct {
+	*fakeSender
+	open chan struct{}
+}
+
+func (f *fullSender) SendFrom(ctx context.Context, _ uint64, rank int, typ byte, body []byte, aux [][]byte) error {
+	select {
+	case <-f.open:
+	default:
+		if ctx.Err() != nil {
+			wire.PutBuffer(body)
+			return fmt.Errorf("queue full: %w", context.Cause(ctx))
+		}
+		<-f.open
+	}
+	return f.fakeSender.Send(rank, typ, body, aux)
+}
+
+func (f *fullSender) Send(rank int, typ byte, body []byte, aux [][]byte) error {
+	return f.SendFrom(context.Background(), 0, rank, typ, body, aux)
+}
+
+// A decode engine whose queue is full must not hold the prefill engine's receive
+// goroutine: HandleOutputs returns at once and the handoff finishes once there is
+// room.
+func TestPDHandoffNeverWaitsOnReceiveGoroutine(t *testing.T) {
+	pre := newHarness(t, Config{MaxMigrations: -1}, 0)
+	fs := &fullSender{fakeSender: newFakeSender(t), open: make(chan struct{})}
+	d, err := New(Config{Registerer: prometheus.NewRegistry()}, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	d.EngineUp(0)
+	if err := d.EnablePD(PDConfig{Prefill: pre.d, MinPromptTokens: 4}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Submit(context.Background(), longReq("x", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pre.s.next(t, wire.RequestAdd)
+	params := mustPack(t, map[string]any{"do_remote_prefill": true, "transfer_id": p.add.RequestID})
+	done := make(chan struct{})
+	go func() {
+		pre.d.HandleOutputs(0, batch(0, prefillDone(p.add.RequestID, params)))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		close(fs.open)
+		t.Fatal("the prefill engine's receive goroutine waited for a full decode queue")
+	}
+	if n := len(fs.sent(wire.RequestAdd)); n != 0 {
+		t.Fatalf("%d decode ADDs written while the queue was full", n)
+	}
+	close(fs.open)
+	dd := fs.next(t, wire.RequestAdd)
+	if got := kvParams(t, dd.add); got["transfer_id"] != p.add.RequestID {
+		t.Fatalf("decode kv_transfer_params = %v", got)
+	}
+	d.HandleOutputs(0, batch(0, finOut("x", wire.FinishLength, 7)))
+	if _, err := recvAll(t, s); err != nil {
+		t.Fatal(err)
 	}
 }
