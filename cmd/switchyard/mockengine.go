@@ -46,6 +46,9 @@ func mockEngineCommand() *cli.Command {
 				Usage: "context length reported at registration; longer requests finish with length"},
 			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
 				Usage: "requests stepped at once; the rest wait"},
+			&cli.StringFlag{Name: "pd-role",
+				Usage: "P/D role: prefill (answers do_remote_decode requests with kv_transfer_params holding a handle for the prompt) or " +
+					"decode (refuses a do_remote_prefill request whose handle does not match its prompt, counts local prefills); empty = none"},
 			&cli.StringFlag{Name: "lockstep-dir",
 				Usage: "emulate a MoE lockstep group: every rank given this directory steps only while all --data-parallel-size ranks are alive (a rank that dies blocks the others, as in a collective)"},
 			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
@@ -79,6 +82,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.MaxModelLen = cmd.Int("max-model-len")
 			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
 			cfg.LockstepDir = cmd.String("lockstep-dir")
+			cfg.Role = cmd.String("pd-role")
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),
 				ExitAfterSteps:    cmd.Int("exit-after-steps"),
