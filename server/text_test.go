@@ -456,7 +456,7 @@ func TestChatContentFormats(t *testing.T) {
 		t.Fatalf("openai format: %+v", in.Messages[1])
 	}
 	c = &ChatRequest{Messages: json.RawMessage(`[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]`)}
-	if _, err := c.chatInput("string"); err == nil || !strings.Contains(err.Error(), "multimodal") {
+	if _, err := c.chatInput("string"); err == nil || !strings.Contains(err.Error(), "multimodal") || !strings.Contains(err.Error(), "image_url") {
 		t.Errorf("image part: %v", err)
 	}
 }

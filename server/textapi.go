@@ -324,10 +324,6 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Messages != nil:
 		c := &ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
-		if apiErr := c.decodeMessages(); apiErr != nil {
-			writeError(w, apiErr)
-			return
-		}
 		var apiErr *APIError
 		if ids, apiErr = a.renderChat(c, req.AddSpecialTokens); apiErr != nil {
 			writeError(w, apiErr)
