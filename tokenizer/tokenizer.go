@@ -24,7 +24,8 @@ type Tokenizer struct {
 
 	idToTok   []string // "" where no token has the id
 	hasID     []bool
-	special   []bool
+	special   []bool // added token with special=true
+	skippable []bool // decode with skipSpecialTokens drops it: its string is a special token's
 	addedToID map[string]int64
 	vocabSize int
 
@@ -126,6 +127,19 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 		} else {
 			t.addedRaw.add(a.Content, tok)
 		}
+	}
+
+	// Rust's decode skips by content (is_special_token(&str)), so a vocab entry spelled like a
+	// special token is skipped too.
+	specialContent := map[string]bool{}
+	for _, a := range f.AddedTokens {
+		if a.Special {
+			specialContent[a.Content] = true
+		}
+	}
+	t.skippable = make([]bool, t.vocabSize)
+	for id, tok := range t.idToTok {
+		t.skippable[id] = t.hasID[id] && specialContent[tok]
 	}
 
 	dc, err := parseComponent(f.Decoder, "decoder")
