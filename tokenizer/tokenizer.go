@@ -32,6 +32,9 @@ type Tokenizer struct {
 	dec decoderPlan
 }
 
+// maxVocab bounds token ids at Load.
+const maxVocab = 1 << 24
+
 // LoadFile reads and loads a tokenizer.json file.
 func LoadFile(path string) (*Tokenizer, error) {
 	b, err := os.ReadFile(path)
@@ -97,8 +100,10 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 	for _, a := range f.AddedTokens {
 		maxID = max(maxID, a.ID)
 	}
-	if maxID >= 1<<31 {
-		return nil, fmt.Errorf("tokenizer: token id %d is out of range", maxID)
+	// Real vocabularies stay under ~1M ids; the bound keeps a hostile file from making Load
+	// allocate per-id tables of gigabytes.
+	if maxID >= maxVocab {
+		return nil, fmt.Errorf("tokenizer: token id %d is out of range (max %d)", maxID, maxVocab-1)
 	}
 	t.vocabSize = int(maxID + 1)
 	t.idToTok = make([]string, t.vocabSize)
