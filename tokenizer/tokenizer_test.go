@@ -246,3 +246,51 @@ func TestAPI(t *testing.T) {
 		t.Error("IsSpecial")
 	}
 }
+
+func TestAddedTokenStripAndSingleWord(t *testing.T) {
+	withAdded := func(tok map[string]any) *Tokenizer {
+		return tiny(t, func(m map[string]any) {
+			tok["id"], tok["content"] = 300, "<x>"
+			m["added_tokens"] = append(m["added_tokens"].([]any), tok)
+		})
+	}
+	// Without strip flags the spaces around the token stay in the neighbouring text.
+	tk := withAdded(map[string]any{})
+	if got := tk.Encode("ab <x> ab", false); !slices.Equal(got, []int64{3, 7, 3, 300, 3, 3, 7}) {
+		t.Errorf("plain: %v", got)
+	}
+	// lstrip/rstrip: the token swallows the whitespace on its side.
+	tk = withAdded(map[string]any{"lstrip": true, "rstrip": true})
+	if got := tk.Encode("ab <x> ab", false); !slices.Equal(got, []int64{3, 7, 300, 3, 7}) {
+		t.Errorf("strip: %v", got)
+	}
+	// single_word: not matched inside a word.
+	tk = withAdded(map[string]any{"single_word": true})
+	if got := tk.Encode("a<x>", false); slices.Contains(got, 300) {
+		t.Errorf("single_word matched inside a word: %v", got)
+	}
+	if got := tk.Encode("a <x> b", false); !slices.Contains(got, 300) {
+		t.Errorf("single_word not matched between spaces: %v", got)
+	}
+	// normalized: matched after the normalizer ran (its pattern normalized too: "▁<x>").
+	tk = withAdded(map[string]any{"normalized": true})
+	if got := tk.Encode("<x>", false); !slices.Equal(got, []int64{300}) {
+		t.Errorf("normalized: %v", got)
+	}
+}
+
+func TestLoadBounds(t *testing.T) {
+	if _, err := LoadFile("/nonexistent/tokenizer.json"); err == nil {
+		t.Error("LoadFile of a missing file succeeded")
+	}
+	m := map[string]any{}
+	tiny(t, func(mm map[string]any) { m = mm })
+	m["added_tokens"] = []any{map[string]any{"id": 1 << 30, "content": "<big>"}}
+	b, _ := json.Marshal(m)
+	if _, err := Load(b); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("huge id: %v", err)
+	}
+	if _, err := Load([]byte("{")); err == nil {
+		t.Error("truncated JSON loaded")
+	}
+}
