@@ -487,7 +487,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
 		span.dispatched(streams[0].Rank())
 	}
-	c = newCompletion(t.BaseID, req.Model, a.now().Unix(), prompts, int(req.Choices()))
+	c = newCompletion(t.BaseID, a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {
 		ai.id = t.BaseID
 		if len(streams) > 0 {

@@ -53,10 +53,13 @@ func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
 
 // responseModel is the model named in answers: the request's, or the served name.
 func (a *API) responseModel(name string) string {
-	if a.text != nil && name == "" {
+	if name != "" {
+		return name
+	}
+	if a.text != nil {
 		return a.text.Name
 	}
-	return name
+	return a.servedName // what /v1/models lists, as vLLM answers an unnamed request
 }
 
 // body returns the request body bounded by --max-body-bytes and, for reading,
