@@ -281,6 +281,12 @@ func TestTextModelsAndErrors(t *testing.T) {
 	if code != 400 || !strings.Contains(string(body), "suffix") {
 		t.Fatalf("suffix: %d %s", code, body)
 	}
+	for _, stop := range []string{`""`, `["done", ""]`} {
+		code, body = postPath(t, ts, "/v1/completions", `{"prompt": "x", "stop": `+stop+`}`)
+		if code != 400 || !strings.Contains(string(body), "stop cannot contain an empty string.") {
+			t.Fatalf("stop %s: %d %s", stop, code, body)
+		}
+	}
 }
 
 func TestTokenizeDetokenize(t *testing.T) {

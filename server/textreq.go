@@ -50,30 +50,26 @@ func (r *CompletionRequest) validateText() error {
 	return err
 }
 
-// parseStop reads stop: null, a string or a list of strings ("" entries dropped).
+// parseStop reads stop: null, a string or a list of strings. An empty stop string
+// would match at once, and vLLM's SamplingParams refuses it; so do we.
 func parseStop(raw json.RawMessage) ([]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
+	var list []string
 	var one string
 	if err := json.Unmarshal(raw, &one); err == nil {
-		if one == "" {
-			return nil, nil
-		}
-		return []string{one}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil {
+		list = []string{one}
+	} else if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("stop", "stop: expected a string or a list of strings")
 	}
-	out := list[:0]
 	for _, s := range list {
-		if s != "" {
-			out = append(out, s)
+		if s == "" {
+			return nil, badRequest("stop", "stop cannot contain an empty string.")
 		}
 	}
-	return out, nil
+	return list, nil
 }
 
 // structuredOutputs builds the engine's structured_outputs map as vLLM's
