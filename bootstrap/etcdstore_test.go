@@ -222,4 +222,3 @@ func BenchmarkRegisterEtcd(b *testing.B) {
 	c := etcdtest.Start(b, 3)
 	benchRegister(b, NewEtcdStore(c.Client(b), fmt.Sprintf("/bench-%d/", time.Now().UnixNano())))
 }
-
