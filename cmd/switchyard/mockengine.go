@@ -46,6 +46,10 @@ func mockEngineCommand() *cli.Command {
 				Usage: "context length reported at registration; longer requests finish with length"},
 			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
 				Usage: "requests stepped at once; the rest wait"},
+			&cli.BoolFlag{Name: "reconnect",
+				Usage: "redial a frontend or coordinator that went away, as a real engine's ZeroMQ sockets do (several frontends)"},
+			&cli.BoolFlag{Name: "reregister",
+				Usage: "with --reconnect, register again on every input reconnection (a real engine registers once)"},
 			&cli.StringFlag{Name: "lockstep-dir",
 				Usage: "emulate a MoE lockstep group: every rank given this directory steps only while all --data-parallel-size ranks are alive (a rank that dies blocks the others, as in a collective)"},
 			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
@@ -79,6 +83,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.MaxModelLen = cmd.Int("max-model-len")
 			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
 			cfg.LockstepDir = cmd.String("lockstep-dir")
+			cfg.Reconnect, cfg.Reregister = cmd.Bool("reconnect"), cmd.Bool("reregister")
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),
 				ExitAfterSteps:    cmd.Int("exit-after-steps"),

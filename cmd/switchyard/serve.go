@@ -173,7 +173,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry")...),
+		}, append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), clusterFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -243,6 +243,11 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg.Logger = log
 	cfg.Registry = reg
+	so, err := setupCluster(ctx, cmd, &cfg, log)
+	if err != nil {
+		return err
+	}
+	defer so.stop()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -256,6 +261,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
+	so.run()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", "signal", "shutdown_timeout", cfg.ShutdownTimeout)
