@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/etcdtest"
+	"github.com/switchyard-llm/switchyard/mockengine"
+)
+
+// scaleFrontend is one `switchyard serve` of a scale-out deployment.
+type scaleFrontend struct {
+	name string
+	args []string
+	boot string // its registry's HOST:PORT
+	s    *server
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scaleTally counts one frontend's requests.
+type scaleTally struct {
+	sent, ok, failed atomic.Int64
+	mu               sync.Mutex
+	firstErrs        []string
+}
+
+func (c *scaleTally) fail(format string, args ...any) {
+	c.failed.Add(1)
+	c.mu.Lock()
+	if len(c.firstErrs) < 5 {
+		c.firstErrs = append(c.firstErrs, fmt.Sprintf(format, args...))
+	}
+	c.mu.Unlock()
+}
+
+// scaleLoad sends completions to fe until ctx ends, checking each one's
+// exact tokens. fe.s is read on every request: a restarted frontend is
+// used as soon as it is swapped in.
+func scaleLoad(ctx context.Context, get func() *server, worker int, tally *scaleTally) {
+	for i := 0; ctx.Err() == nil; i++ {
+		s := get()
+		prompt := []int64{int64(worker + 1), int64(i), 7}
+		n := 8 + (worker*7+i)%24
+		body := fmt.Sprintf(`{"prompt": %s, "max_tokens": %d}`, jsonInts(prompt), n)
+		rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		tally.sent.Add(1)
+		resp, b, err := s.post(rctx, body)
+		cancel()
+		if err != nil || resp.StatusCode != 200 {
+			tally.fail("%v %v %.200s", err, resp, b)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		var c completion
+		if err := json.Unmarshal(b, &c); err != nil || len(c.Choices) != 1 {
+			tally.fail("answer %.200s", b)
+			continue
+		}
+		if want := mockengine.TokensFor(prompt, n); !slices.Equal(c.Choices[0].TokenIDs, want) {
+			tally.fail("tokens %v, want %v", c.Choices[0].TokenIDs, want)
+			continue
+		}
+		tally.ok.Add(1)
+	}
+}
+
+func leaderOf(fes []*scaleFrontend) int {
+	for i, fe := range fes {
+		if fe.s == nil {
+			continue
+		}
+		fe.s.mu.Lock()
+		lead := false
+		for _, l := range fe.s.lines {
+			switch l["msg"] {
+			case "cluster: elected leader: owning the engine handshake and the DP coordinator":
+				lead = true
+			case "cluster: no longer leader":
+				lead = false
+			}
+		}
+		fe.s.mu.Unlock()
+		if lead {
+			return i
+		}
+	}
+	return -1
+}
+
+func registerAt(t *testing.T, boot, engineID string, dp int, addr string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"engine_id":%q,"dp_rank":%d,"tp_rank":0,"pp_rank":0,"tp_size":1,"pp_size":1,"addr":%q}`, engineID, dp, addr)
+	resp, err := httpc.Post("http://"+boot+"/register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("register at %s: %v", boot, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("register at %s: %d %s", boot, resp.StatusCode, b)
+	}
+}
+
+func queryEngineAt(t *testing.T, boot string, dp int) string {
+	t.Helper()
+	resp, err := httpc.Get("http://" + boot + "/query")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var q map[string]struct {
+		EngineID string `json:"engine_id"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&q) != nil {
+		return ""
+	}
+	return q[strconv.Itoa(dp)].EngineID
+}
+
+// TestScaleOut: three frontends over four mock engines, coordinated through
+// a real 3-member etcd. Load goes through all three; the leading frontend
+// is killed with -9 mid-load (its own requests may fail, every other
+// frontend's complete with exact tokens, the coordinator role moves), comes
+// back on the same addresses and serves again; the etcd leader is killed
+// and service continues; a registration through one frontend is seen
+// through the others at once and survives every frontend restarting.
+func TestScaleOut(t *testing.T) {
+	const nFE, nEng = 3, 4
+	etcd := etcdtest.Start(t, 3)
+	eps := strings.Join(etcd.Endpoints(), ",")
+	hs := "tcp://" + freeLoopback(t)
+	coIn, coOut, coPub := "tcp://"+freeLoopback(t), "tcp://"+freeLoopback(t), "tcp://"+freeLoopback(t)
+	fes := make([]*scaleFrontend, nFE)
+	for i := range fes {
+		fe := &scaleFrontend{name: fmt.Sprintf("fe%d", i), boot: freeLoopback(t)}
+		fe.args = []string{
+			"--etcd-endpoints", eps, "--etcd-prefix", "/scale/", "--frontend-name", fe.name, "--frontends", strconv.Itoa(nFE),
+			"--handshake-address", hs, "--data-parallel-size", strconv.Itoa(nEng),
+			"--input-address", "tcp://" + freeLoopback(t), "--output-address", "tcp://" + freeLoopback(t),
+			"--coordinator-input-address", coIn, "--coordinator-output-address", coOut, "--coordinator-publish-address", coPub,
+			"--bootstrap-address", fe.boot, "--shutdown-timeout", "2s",
+		}
+		fes[i] = fe
+	}
+	for _, fe := range fes {
+		fe.s = startServe(t, fe.args...)
+	}
+	for r := range nEng {
+		start(t, fmt.Sprintf("mock-engine %d", r), "mock-engine", "--handshake-address", hs,
+			"--data-parallel-rank", strconv.Itoa(r), "--data-parallel-size", strconv.Itoa(nEng),
+			"--step-ms", "2", "--reconnect", "--reregister")
+	}
+	allReady := func(s *server) bool {
+		n := 0
+		for _, e := range s.engines(t) {
+			if e.Ready {
+				n++
+			}
+		}
+		return n == nEng
+	}
+	for _, fe := range fes {
+		eventually(t, 30*time.Second, fe.name+" sees every engine", func() bool { return allReady(fe.s) })
+	}
+
+	// The registry is one, whichever frontend is asked.
+	worker, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	go func() {
+		for {
+			c, err := worker.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	registerAt(t, fes[0].boot, "prefill-a", 0, "tcp://"+worker.Addr().String())
+	for _, fe := range fes[1:] {
+		if got := queryEngineAt(t, fe.boot, 0); got != "prefill-a" {
+			t.Fatalf("%s's registry does not show fe0's registration at once: %q", fe.name, got)
+		}
+	}
+
+	// Load through all three frontends.
+	var mu sync.Mutex
+	get := func(i int) func() *server {
+		return func() *server { mu.Lock(); defer mu.Unlock(); return fes[i].s }
+	}
+	tallies := make([]*scaleTally, nFE)
+	ctx, stopLoad := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range fes {
+		tallies[i] = &scaleTally{}
+		for w := range 3 {
+			wg.Go(func() { scaleLoad(ctx, get(i), i*10+w, tallies[i]) })
+		}
+	}
+	time.Sleep(time.Second)
+
+	lead := leaderOf(fes)
+	if lead < 0 {
+		t.Fatal("no frontend logged the leadership")
+	}
+	victim := fes[lead]
+	killedAt := time.Now()
+	failedBefore := tallies[lead].failed.Load()
+	_ = victim.s.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.s.done
+	var newLead int
+	eventually(t, 10*time.Second, "another frontend takes the coordinator role", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		saved := victim.s
+		victim.s = nil
+		newLead = leaderOf(fes)
+		victim.s = saved
+		return newLead >= 0
+	})
+	failover := time.Since(killedAt)
+	t.Logf("coordinator role moved from %s to %s %v after kill -9 (lease TTL 2 s)", victim.name, fes[newLead].name, failover.Round(time.Millisecond))
+	time.Sleep(time.Second)
+
+	// The killed frontend comes back on the same addresses and serves again.
+	restarted := startServe(t, victim.args...)
+	eventually(t, 30*time.Second, victim.name+" sees every engine again", func() bool { return allReady(restarted) })
+	mu.Lock()
+	victim.s = restarted
+	mu.Unlock()
+	lostOnKill := tallies[lead].failed.Load() - failedBefore
+	restartedAt := time.Now()
+	time.Sleep(time.Second)
+	okAfterRestart := tallies[lead].ok.Load()
+
+	// The etcd leader dies: service continues.
+	etcd.Kill(etcd.Leader(t))
+	registerAt(t, fes[(lead+1)%nFE].boot, "prefill-b", 1, "tcp://"+worker.Addr().String())
+	for _, fe := range fes {
+		if got := queryEngineAt(t, fe.boot, 1); got != "prefill-b" {
+			t.Fatalf("%s after the etcd leader kill: %q", fe.name, got)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	stopLoad()
+	wg.Wait()
+	for i, tl := range tallies {
+		t.Logf("%s: sent %d, ok %d, failed %d %v", fes[i].name, tl.sent.Load(), tl.ok.Load(), tl.failed.Load(), tl.firstErrs)
+		if i != lead && tl.failed.Load() != 0 {
+			t.Errorf("%s (not killed) lost %d requests: %v", fes[i].name, tl.failed.Load(), tl.firstErrs)
+		}
+	}
+	t.Logf("requests lost on the killed frontend: %d (its clients' requests in flight or sent while it was down, %v until restart)", lostOnKill, restartedAt.Sub(killedAt).Round(time.Millisecond))
+	if after := tallies[lead].ok.Load() - okAfterRestart; after == 0 {
+		t.Errorf("the restarted frontend completed nothing after its restart")
+	}
+
+	// Every frontend restarts: the registry is still there.
+	for _, fe := range fes {
+		fe.s.stop(syscall.SIGTERM, 20*time.Second)
+	}
+	startServe(t, fes[1].args...)
+	eventually(t, 10*time.Second, "the registry after every frontend restarted", func() bool {
+		return queryEngineAt(t, fes[1].boot, 0) == "prefill-a" && queryEngineAt(t, fes[1].boot, 1) == "prefill-b"
+	})
+}
