@@ -40,6 +40,9 @@ func freeLoopback(t *testing.T) string {
 // scaleTally counts one frontend's requests.
 type scaleTally struct {
 	sent, ok, failed atomic.Int64
+	// refused: the frontend was down (connection refused): a balancer
+	// would have sent these elsewhere. lost: accepted, then cut.
+	refused, lost atomic.Int64
 	mu               sync.Mutex
 	firstErrs        []string
 }
@@ -67,6 +70,12 @@ func scaleLoad(ctx context.Context, get func() *server, worker int, tally *scale
 		resp, b, err := s.post(rctx, body)
 		cancel()
 		if err != nil || resp.StatusCode != 200 {
+			switch {
+			case err != nil && strings.Contains(err.Error(), "connection refused"):
+				tally.refused.Add(1)
+			case err != nil:
+				tally.lost.Add(1)
+			}
 			tally.fail("%v %v %.200s", err, resp, b)
 			time.Sleep(20 * time.Millisecond)
 			continue
@@ -228,6 +237,9 @@ func TestScaleOut(t *testing.T) {
 	victim := fes[lead]
 	killedAt := time.Now()
 	failedBefore := tallies[lead].failed.Load()
+	if failedBefore != 0 {
+		t.Errorf("%s failed %d requests before its kill: %v", victim.name, failedBefore, tallies[lead].firstErrs)
+	}
 	_ = victim.s.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.s.done
 	var newLead int
@@ -250,7 +262,11 @@ func TestScaleOut(t *testing.T) {
 	mu.Lock()
 	victim.s = restarted
 	mu.Unlock()
-	lostOnKill := tallies[lead].failed.Load() - failedBefore
+	lostOnKill := tallies[lead].lost.Load()
+	refusedOnKill := tallies[lead].refused.Load()
+	if other := tallies[lead].failed.Load() - failedBefore - lostOnKill - refusedOnKill; other != 0 {
+		t.Errorf("%s: %d requests failed otherwise than by its kill: %v", victim.name, other, tallies[lead].firstErrs)
+	}
 	restartedAt := time.Now()
 	time.Sleep(time.Second)
 	okAfterRestart := tallies[lead].ok.Load()
@@ -272,7 +288,8 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("%s (not killed) lost %d requests: %v", fes[i].name, tl.failed.Load(), tl.firstErrs)
 		}
 	}
-	t.Logf("requests lost on the killed frontend: %d (its clients' requests in flight or sent while it was down, %v until restart)", lostOnKill, restartedAt.Sub(killedAt).Round(time.Millisecond))
+	t.Logf("kill -9 of %s: %d requests in flight lost (3 client workers), %d refused while it was down (%v until it served again; a balancer sends those elsewhere)",
+		victim.name, lostOnKill, refusedOnKill, restartedAt.Sub(killedAt).Round(time.Millisecond))
 	if after := tallies[lead].ok.Load() - okAfterRestart; after == 0 {
 		t.Errorf("the restarted frontend completed nothing after its restart")
 	}
