@@ -222,3 +222,37 @@ func BenchmarkRegisterEtcd(b *testing.B) {
 	c := etcdtest.Start(b, 3)
 	benchRegister(b, NewEtcdStore(c.Client(b), fmt.Sprintf("/bench-%d/", time.Now().UnixNano())))
 }
+
+// benchQuery answers /query from a registry of 64 engines; with a store,
+// each answer first checks the store's head revision (freshen).
+func benchQuery(b *testing.B, store Store) {
+	cfg := testConfig()
+	cfg.Store = store
+	p := newFakeProber()
+	s, err := newServer(cfg, NewRegistry(cfg.Policy()), p, time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 64 {
+		addr := fmt.Sprintf("tcp://127.0.0.1:%d", 10000+i)
+		p.set(addr, true)
+		if _, err := s.register(context.Background(), Registration{EngineID: fmt.Sprintf("q%d", i), DP: i, Addr: addr, TPSize: 1, PPSize: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h := s.Handler()
+	b.ResetTimer()
+	for range b.N {
+		if code, _ := do(b, h, "GET", "/query", ""); code != 200 {
+			b.Fatal(code)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+}
+
+func BenchmarkQueryEmbedded(b *testing.B) { benchQuery(b, nil) }
+
+func BenchmarkQueryEtcd(b *testing.B) {
+	c := etcdtest.Start(b, 3)
+	benchQuery(b, NewEtcdStore(c.Client(b), fmt.Sprintf("/benchq-%d/", time.Now().UnixNano())))
+}
