@@ -43,8 +43,8 @@ type scaleTally struct {
 	// refused: the frontend was down (connection refused): a balancer
 	// would have sent these elsewhere. lost: accepted, then cut.
 	refused, lost atomic.Int64
-	mu               sync.Mutex
-	firstErrs        []string
+	mu            sync.Mutex
+	firstErrs     []string
 }
 
 func (c *scaleTally) fail(format string, args ...any) {
