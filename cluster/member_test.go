@@ -75,6 +75,16 @@ func TestJoinAssignsStableIndexes(t *testing.T) {
 	if err != nil || len(in) != len(names) {
 		t.Fatalf("table addresses: %v %v", in, err)
 	}
+	// Engine generations move by transaction, one per handshake.
+	for want := uint64(1); want <= 2; want++ {
+		rec, err := m.RecordEngineReady(ctx, 3)
+		if err != nil || rec.Generation != want || rec.Leader != "fc" {
+			t.Fatalf("engine record %+v %v, want generation %d", rec, err, want)
+		}
+	}
+	if recs, err := m.Engines(ctx); err != nil || len(recs) != 1 || recs[0].Rank != 3 {
+		t.Fatalf("engines %+v %v", recs, err)
+	}
 	cfg := memberConfig(ownClient(t, c), "/j/", "fc")
 	cfg.Input = "tcp://127.0.0.1:9"
 	if _, err := Join(ctx, cfg); err == nil {

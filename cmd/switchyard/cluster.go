@@ -114,6 +114,16 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 		Table:            member.Table,
 		Logger:           log,
 	}
+	so.launch.OnReady = func(rank int) {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rec, err := member.RecordEngineReady(rctx, rank)
+		if err != nil {
+			log.Warn("scale-out: engine record not written to etcd", "rank", rank, "err", err)
+			return
+		}
+		log.Info("scale-out: engine joined the deployment", "rank", rank, "generation", rec.Generation)
+	}
 	// The server is one client of several: it binds its own input and
 	// output (bootstrapped mode) and never the handshake or the coordinator.
 	cfg.HandshakeAddress = ""
