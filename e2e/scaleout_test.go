@@ -177,7 +177,7 @@ func TestScaleOut(t *testing.T) {
 	for r := range nEng {
 		start(t, fmt.Sprintf("mock-engine %d", r), "mock-engine", "--handshake-address", hs,
 			"--data-parallel-rank", strconv.Itoa(r), "--data-parallel-size", strconv.Itoa(nEng),
-			"--step-ms", "2", "--reconnect", "--reregister")
+			"--step-ms", "2", "--reconnect")
 	}
 	allReady := func(s *server) bool {
 		n := 0
@@ -259,6 +259,19 @@ func TestScaleOut(t *testing.T) {
 	// The killed frontend comes back on the same addresses and serves again.
 	restarted := startServe(t, victim.args...)
 	eventually(t, 30*time.Second, victim.name+" sees every engine again", func() bool { return allReady(restarted) })
+	// Real engines register once: the restarted frontend took each engine's
+	// registration from etcd when its DEALER reconnected.
+	restarted.mu.Lock()
+	replayed := 0
+	for _, l := range restarted.lines {
+		if l["msg"] == "frontend: engine reconnected without registering (it registered with this frontend's previous run); replaying its stored registration" {
+			replayed++
+		}
+	}
+	restarted.mu.Unlock()
+	if replayed != nEng {
+		t.Errorf("the restarted frontend replayed %d registrations, want %d", replayed, nEng)
+	}
 	mu.Lock()
 	victim.s = restarted
 	mu.Unlock()

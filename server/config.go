@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	// several frontends, where a restarted one receives what its previous
 	// run left running.
 	AbortOrphans bool
+	// EngineRegistrations, when bootstrapped, saves engines' registrations
+	// and replays them for engines that reconnect without one
+	// (frontend.RegistrationStore): a restarted frontend of several.
+	EngineRegistrations frontend.RegistrationStore
 	// MockEngines is the number of built-in mock engines when HandshakeAddress is
 	// empty.
 	MockEngines int

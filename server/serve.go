@@ -184,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		fcfg.Bootstrapped = &frontend.BootstrappedConfig{
 			InputAddress: cfg.InputAddress, OutputAddress: cfg.OutputAddress,
 			StartRank: cfg.StartRank, Count: cfg.localRanks(),
+			Registrations: cfg.EngineRegistrations,
 		}
 	case !cfg.Embedded():
 		fcfg.HandshakeAddress = cfg.HandshakeAddress

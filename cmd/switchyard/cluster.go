@@ -130,6 +130,7 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 	cfg.CoordinatorPublishAddress = ""
 	cfg.ClientIndex = int64(member.Client().Index)
 	cfg.AbortOrphans = true
+	cfg.EngineRegistrations = member.Registrations()
 	if ranks > 1 {
 		so.follower = cluster.NewFollower(coPub, cfg.EnableWaves, nil, log)
 		cfg.FollowCoordinator = so.follower
