@@ -9,7 +9,9 @@ import (
 // orphan aborts id at rank: an output arrived for a request this dispatcher
 // does not know (Config.AbortOrphans). One ABORT per orphan output; an id
 // we aborted ourselves a moment ago may get a second one, which the engine
-// ignores. Only outputs of unknown ids pay for this, never the hot path.
+// ignores. Only outputs of unknown ids pay for this, never the hot path; the
+// log line is bounded the same way (an orphan's outputs stop once the ABORT
+// lands, a step or two later).
 func (d *Dispatcher) orphan(rank int, id string) {
 	body := wire.AppendAbort(wire.GetBuffer(), []string{id})
 	if err := d.sender.Send(rank, wire.RequestAbort, body, nil); err != nil {
@@ -17,6 +19,7 @@ func (d *Dispatcher) orphan(rank int, id string) {
 		return
 	}
 	orphanAborts.Add(1)
+	d.log.Info("dispatcher: aborted at its engine a request this frontend does not know (left running by its previous run)", "rank", rank, "request_id", id)
 }
 
 // orphanAborts counts ABORTs sent for orphan outputs, process-wide (read by

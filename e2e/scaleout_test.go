@@ -228,12 +228,22 @@ func TestScaleOut(t *testing.T) {
 			wg.Go(func() { scaleLoad(ctx, get(i), i*10+w, tallies[i]) })
 		}
 	}
-	time.Sleep(time.Second)
-
 	lead := leaderOf(fes)
 	if lead < 0 {
 		t.Fatal("no frontend logged the leadership")
 	}
+	// Long requests on the frontend about to be killed: the engines keep
+	// generating them after the kill, and the restarted frontend, which does
+	// not know them, must abort them rather than leave them running.
+	longCtx, stopLong := context.WithCancel(context.Background())
+	defer stopLong()
+	for w := range 2 {
+		go func() {
+			body := fmt.Sprintf(`{"prompt": [9, %d], "max_tokens": 4000}`, w)
+			_, _, _ = fes[lead].s.post(longCtx, body)
+		}()
+	}
+	time.Sleep(time.Second)
 	victim := fes[lead]
 	killedAt := time.Now()
 	failedBefore := tallies[lead].failed.Load()
@@ -272,6 +282,7 @@ func TestScaleOut(t *testing.T) {
 	if replayed != nEng {
 		t.Errorf("the restarted frontend replayed %d registrations, want %d", replayed, nEng)
 	}
+	restarted.waitLog("dispatcher: aborted at its engine a request this frontend does not know (left running by its previous run)", 10*time.Second)
 	mu.Lock()
 	victim.s = restarted
 	mu.Unlock()
