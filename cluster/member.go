@@ -292,6 +292,8 @@ func (m *Member) ObserveLeader(ctx context.Context, fn func(leader MemberInfo, o
 			break // any change: read the leader again
 		}
 		cancel()
+		// A watch refused at once (no etcd leader) must not spin.
+		sleep(ctx, 20*time.Millisecond)
 	}
 }
 
