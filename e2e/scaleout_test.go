@@ -27,15 +27,7 @@ type scaleFrontend struct {
 	s    *server
 }
 
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeLoopback(t *testing.T) string { return etcdtest.FreeLoopback(t) }
 
 // scaleTally counts one frontend's requests.
 type scaleTally struct {

@@ -8,6 +8,7 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -223,12 +224,24 @@ func (c *Cluster) Stop() {
 	}
 }
 
-func freeAddr(t testing.TB) string {
+// FreeLoopback returns a free loopback HOST:PORT below the ephemeral range
+// (ip_local_port_range starts at 32768 by default). Addresses fixed before
+// the processes bind them (etcd members, a scale-out deployment's sockets)
+// must not be picked with :0: such a port can meanwhile become the source
+// port of an outgoing connection (etcd clients make many), which a port out
+// of that range cannot.
+func FreeLoopback(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in [20000, 32000)")
+	return ""
 }
+
+func freeAddr(t testing.TB) string { return FreeLoopback(t) }
