@@ -66,6 +66,10 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 		return nil, nil
 	}
 	switch {
+	case cmd.Int("frontends") < 1:
+		return nil, errors.New("--frontends must be at least 1")
+	case cmd.Int("etcd-lease-ttl") < 1:
+		return nil, errors.New("--etcd-lease-ttl must be at least 1 (seconds)")
 	case cfg.HandshakeAddress == "":
 		return nil, errors.New("--etcd-endpoints needs --handshake-address: the engines' handshake address, bound by whichever frontend leads")
 	case cfg.InputAddress == "" || cfg.OutputAddress == "":
