@@ -143,6 +143,9 @@ func (d *Dispatcher) runAborter() {
 // An engine that is down gets nothing: it no longer holds the requests.
 func (d *Dispatcher) flushAborts() {
 	for _, g := range d.aborts.take() {
+		if d.pd != nil && g.eng == d.pd.hold {
+			d.pdAbortLegs(g.reqs) // ended in their prefill part: abort the prefill leg
+		}
 		if g.eng.up.Load() {
 			ids := make([]string, len(g.reqs))
 			for i, ent := range g.reqs {

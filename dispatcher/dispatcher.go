@@ -48,6 +48,8 @@ type Dispatcher struct {
 	idle     chan struct{}
 
 	grp groupEdge // lockstep group and per-rank drain (survive.go)
+
+	pd *pdEdge // prefill/decode disaggregation (pd.go); nil without EnablePD
 }
 
 // New validates cfg, fills its zero fields from DefaultConfig, registers the metrics
@@ -176,6 +178,11 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	}
 	if d.migrating(req) {
 		r.migrating, r.orig = true, req
+	}
+	if d.pd != nil {
+		if handled, err := d.pdSubmit(req, r, ctx, start); handled {
+			return err
+		}
 	}
 	// An engine that refuses the ADD (dead or stuck, and not yet reported down) costs
 	// an unpinned request nothing: nothing reached it, so try the next best engine.
@@ -412,6 +419,9 @@ func (d *Dispatcher) InFlight() int {
 	var n int64
 	for _, e := range d.engines.Load().list {
 		n += e.inFlight.Load()
+	}
+	if d.pd != nil {
+		n += d.pd.hold.inFlight.Load() // in their prefill part
 	}
 	return int(n)
 }

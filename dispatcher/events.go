@@ -156,6 +156,9 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 		if !r.got1st {
 			r.got1st = true
 			ttft.observe(now.Sub(r.start).Seconds())
+			if r.pd != nil {
+				d.pdFirstToken(r, now)
+			}
 		} else {
 			itl.observe(now.Sub(r.last).Seconds())
 		}

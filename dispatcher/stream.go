@@ -147,6 +147,8 @@ type request struct {
 	movedAt   time.Time // the last move, until its first output: the delay it added
 
 	vs vllmmetrics.Request // the vllm:* series' timing state (under mu)
+
+	pd *pdState // a request split into prefill and decode legs (pd.go); nil otherwise
 }
 
 // submitCtx is the context an ADD may wait under: Submit's, or

@@ -51,6 +51,8 @@ type Config struct {
 	// FaultNow triggers a fault at run time (the mock-engine command feeds it
 	// from signals): it takes effect at the next step. Nil = none.
 	FaultNow <-chan Fault
+	// Role is the engine's P/D role: "" (none), RolePrefill or RoleDecode (pd.go).
+	Role string
 	// Layout is the vLLM release whose wire layout the engine speaks: its
 	// registration and READY, how it decodes ADDs and encodes outputs, the finish
 	// reasons it has and which EngineCore methods it answers. Nil = the native
@@ -153,6 +155,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
 	e.sched.Clock = e.timestamp
+	if err := e.sched.SetRole(cfg.Role, fmt.Sprintf("mock-%s-%d", cfg.Role, cfg.Rank)); err != nil {
+		return err
+	}
 	defer e.closeAll()
 	if cfg.LockstepDir != "" {
 		ls, err := startLockstep(ctx, cfg.LockstepDir, cfg.Rank, cfg.DataParallelSize, e.log)

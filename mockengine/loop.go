@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -166,6 +168,10 @@ func (e *engine) utility(client int64, callID uint64, method string, args wire.R
 		u.Result = rawTrue
 	case method == "get_supported_tasks":
 		u.Result = rawTasks
+	case method == "pd_stats":
+		if b, err := msgpack.Marshal(e.sched.PDStats()); err == nil {
+			u.Result = b
+		}
 	case method == "sleep":
 		e.sleeping = true
 	case method == "wake_up":
@@ -180,7 +186,7 @@ const maxUtilityArgs = 4
 
 // served are the utility methods the mock answers in every layout.
 var served = []string{"is_sleeping", "reset_prefix_cache", "get_supported_tasks", "sleep", "wake_up",
-	"reset_mm_cache", "reset_encoder_cache", "execute_dummy_batch", "profile"}
+	"reset_mm_cache", "reset_encoder_cache", "execute_dummy_batch", "profile", "pd_stats"}
 
 // releaseMethods are EngineCore methods that tell vLLM releases apart (the layout
 // probes ask for them), by built-in layout, as vLLM's EngineCore has them.

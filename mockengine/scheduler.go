@@ -118,6 +118,7 @@ type Scheduler struct {
 	Clock func() float64
 
 	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits the prefix cache
+	pd      *pdRole             // P/D role (pd.go); nil = none
 
 	running []*request
 	byID    map[string]*request
@@ -170,6 +171,9 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 			q.allStops = append(q.allStops, sp.EOSTokenID.Value)
 		}
 	}
+	if s.pd != nil {
+		s.pd.onAdd(r)
+	}
 	s.running = append(s.running, q)
 	s.byID[q.id] = q
 	return nil
@@ -180,6 +184,9 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 func (s *Scheduler) Abort(ids []string) {
 	for _, id := range ids {
 		if _, ok := s.byID[id]; ok {
+			if s.pd != nil {
+				s.pd.forget(id)
+			}
 			delete(s.byID, id)
 			s.running = slices.DeleteFunc(s.running, func(q *request) bool { return q.id == id })
 		}
@@ -202,6 +209,12 @@ func (s *Scheduler) Step(dst []Output) []Output {
 		if q.generated == 0 && s.Clock != nil {
 			s.firstOutput(q, &o.EngineCoreOutput)
 		}
+		if s.pd != nil && q.generated == 0 && s.pd.refused(q.id) {
+			o.FinishReason = wire.FinishError // no KV for this prompt: a failed pull
+			dst = append(dst, o)
+			delete(s.byID, q.id)
+			continue
+		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
 			if int64(q.generated) < q.minTokens {
@@ -213,6 +226,9 @@ func (s *Scheduler) Step(dst []Output) []Output {
 			if s.finish(q, tok, &o.EngineCoreOutput) {
 				break
 			}
+		}
+		if s.pd != nil && o.Finished() {
+			s.pd.onFinish(q.id, &o.EngineCoreOutput)
 		}
 		dst = append(dst, o)
 		if o.Finished() {

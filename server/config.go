@@ -168,6 +168,9 @@ type Config struct {
 	// --disable-log-stats).
 	LogStatsInterval time.Duration
 
+	// PD configures prefill engines (P/D disaggregation, pd.go); zero = off.
+	PD PDConfig
+
 	// OTLPTracesEndpoint, when set, traces every completions request and exports
 	// the spans over OTLP/HTTP to this URL (vLLM's --otlp-traces-endpoint); the
 	// trace context reaches the engines in trace_headers.
@@ -398,5 +401,5 @@ func (c Config) Validate() error {
 	if c.LogStatsInterval < 0 {
 		return bad("log-stats-interval", "must not be negative (0 = off)")
 	}
-	return nil
+	return c.PD.validate(&c)
 }

@@ -34,6 +34,8 @@ type EngineView struct {
 	// was told (registration, vllm_version, UTILITY probes, forced).
 	Layout    string `json:"vllm_layout,omitempty"`
 	LayoutHow string `json:"vllm_layout_how,omitempty"`
+	// Role is "prefill" or "decode" with P/D disaggregation, empty without.
+	Role string `json:"role,omitempty"`
 }
 
 // mergeEngines joins both views by rank; a rank known to only one side still shows.

@@ -46,6 +46,7 @@ type Server struct {
 	httpLn  net.Listener
 
 	events    *engineEvents
+	pd        *pdSide // prefill engines (pd.go); nil without
 	mocks     sync.WaitGroup
 	stopMocks context.CancelFunc
 	stopBoot  context.CancelFunc
@@ -175,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	loads.d.Store(s.d)
+	if err = s.startPrefill(ctx); err != nil { // prefill engines, if any (pd.go)
+		return nil, err
+	}
 
 	events := s.events
 	events.d, events.node = s.d, s.node
@@ -229,6 +233,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 	}
+	s.logKVTransferConfigs()
 
 	reason := func() error {
 		if p := s.shutdownReason.Load(); p != nil {
@@ -341,6 +346,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.DataParallelSize = ranks
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
+		mcfg.Role = s.decodeRole()
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}
@@ -501,6 +507,7 @@ func (s *Server) teardown() {
 	if s.d != nil {
 		s.d.Close()
 	}
+	s.pd.close() // after the decode side: its Close aborted the live prefill legs
 	s.events.closing.Store(true)
 	// The frontend goes before the built-in engines, so their leaving is not
 	// reported as engine failures.
@@ -523,7 +530,7 @@ func (s *Server) teardown() {
 // Engines merges the frontend's view (identity, handshake state) with the
 // dispatcher's (load, in-flight) per rank.
 func (s *Server) Engines() []EngineView {
-	return mergeEngines(s.fe.Engines(), s.d.Engines())
+	return s.withRoles(mergeEngines(s.fe.Engines(), s.d.Engines()))
 }
 
 // engineEvents adapts frontend.Handler to the dispatcher, the coordinator and the

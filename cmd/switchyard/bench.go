@@ -27,7 +27,7 @@ func benchCommand() *cli.Command {
 			"minimal ZeroMQ relay with the same engines and load as the baseline; prints a table and\n" +
 			"writes --json (every figure and the configuration) and --png (latency CDFs).\n" +
 			"--compare A.json B.json prints the change between two runs instead.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.DurationFlag{Name: "duration", Value: def.Duration, Usage: "measured phase length (after --warmup)"},
 			&cli.IntFlag{Name: "requests", Usage: "stop after this many measured requests instead of --duration"},
 			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "requests submitted in this first stretch are not measured"},
@@ -61,7 +61,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
-		},
+		}, pdBenchFlags()...),
 		Action:   runBench,
 		Commands: []*cli.Command{benchEngineCommand()},
 	}
@@ -72,6 +72,9 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 		// `--compare A.json B.json`, as the READMEs write it: B.json is a positional
 		// argument to the flag parser.
 		return runCompare(cmd, append(files, cmd.Args().Slice()...))
+	}
+	if cmd.Bool("pd") {
+		return runPDBench(ctx, cmd)
 	}
 	if cmd.Args().Len() > 0 {
 		return fmt.Errorf("bench takes no arguments (got %q); to compare two reports: --compare A.json B.json", cmd.Args().Slice())

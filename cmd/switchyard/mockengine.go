@@ -50,6 +50,9 @@ func mockEngineCommand() *cli.Command {
 				Usage: "redial a frontend or coordinator that went away, as a real engine's ZeroMQ sockets do (several frontends)"},
 			&cli.BoolFlag{Name: "reregister",
 				Usage: "with --reconnect, register again on every input reconnection (a real engine registers once)"},
+			&cli.StringFlag{Name: "pd-role",
+				Usage: "P/D role: prefill (answers do_remote_decode requests with kv_transfer_params holding a handle for the prompt) or " +
+					"decode (refuses a do_remote_prefill request whose handle does not match its prompt, counts local prefills); empty = none"},
 			&cli.StringFlag{Name: "lockstep-dir",
 				Usage: "emulate a MoE lockstep group: every rank given this directory steps only while all --data-parallel-size ranks are alive (a rank that dies blocks the others, as in a collective)"},
 			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
@@ -84,6 +87,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
 			cfg.LockstepDir = cmd.String("lockstep-dir")
 			cfg.Reconnect, cfg.Reregister = cmd.Bool("reconnect"), cmd.Bool("reregister")
+			cfg.Role = cmd.String("pd-role")
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),
 				ExitAfterSteps:    cmd.Int("exit-after-steps"),

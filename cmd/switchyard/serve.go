@@ -173,7 +173,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), clusterFlags()...)...),
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...), clusterFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -222,6 +222,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
 	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
+	applyPDFlags(cmd, &cfg.PD)
 	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
 	cfg.MaxBodyBytes = cmd.Int64("max-body-bytes")
 	cfg.HTTPHeaderTimeout = cmd.Duration("http-header-timeout")
