@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -140,7 +141,7 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 		cfg.FollowCoordinator = so.follower
 	}
 	if cfg.BootstrapAddress != "" {
-		cfg.Bootstrap.Store = bootstrap.NewEtcdStore(cli, prefix+"registry/")
+		cfg.Bootstrap.Store = bootstrap.NewEtcdStore(cli, registryPrefix(prefix))
 	}
 	log.Info("scale-out: joined the deployment", "frontend", name, "client_index", cfg.ClientIndex, "etcd", eps, "frontends", so.launch.Frontends)
 	return so, nil
@@ -181,4 +182,13 @@ func (so *scaleOut) stop() {
 	}
 	so.member.Close()
 	so.cli.Close()
+}
+
+// registryPrefix is where a deployment's registry lives in etcd, the same for
+// serve and a standalone registry given the same --etcd-prefix.
+func registryPrefix(prefix string) string {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return prefix + "registry/"
 }
