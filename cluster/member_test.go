@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,4 +185,80 @@ func TestLeaderFailover(t *testing.T) {
 	cands[third].stop()
 	<-cands[third].done
 	cands[third].m.Close()
+}
+
+type fakeDrainer struct {
+	mu      sync.Mutex
+	known   map[int]bool
+	drained map[int]bool
+}
+
+func (f *fakeDrainer) DrainEngine(r int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.known[r] {
+		return fmt.Errorf("unknown rank %d", r)
+	}
+	f.drained[r] = true
+	return nil
+}
+
+func (f *fakeDrainer) UndrainEngine(r int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drained[r] = false
+	return nil
+}
+
+func (f *fakeDrainer) is(r int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drained[r]
+}
+
+// TestDrainsAndViews: a drain mark in etcd reaches a frontend (once it knows
+// the rank), its removal undrains; each frontend's view is published under
+// its lease and gone with it.
+func TestDrainsAndViews(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	cli := ownClient(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := Join(ctx, memberConfig(cli, "/dv/", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	d := &fakeDrainer{known: map[int]bool{0: true}, drained: map[int]bool{}}
+	go m.FollowDrains(ctx, 20*time.Millisecond, d)
+	go m.PublishView(ctx, 20*time.Millisecond, func() any { return map[string]int{"ranks": 2} })
+	if _, err := cli.Put(ctx, "/dv/drain/1", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 5 s: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if d.is(1) {
+		t.Fatal("an unknown rank was drained")
+	}
+	d.mu.Lock()
+	d.known[1] = true // the engine comes up
+	d.mu.Unlock()
+	waitFor("rank 1 drained once known", func() bool { return d.is(1) })
+	if _, err := cli.Delete(ctx, "/dv/drain/1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("rank 1 undrained", func() bool { return !d.is(1) })
+	waitFor("the view published", func() bool {
+		v, err := m.Views(ctx)
+		return err == nil && string(v["a"]) == `{"ranks":2}`
+	})
 }

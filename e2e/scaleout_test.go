@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/internal/etcdtest"
 	"github.com/switchyard-llm/switchyard/mockengine"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // scaleFrontend is one `switchyard serve` of a scale-out deployment.
@@ -204,6 +205,43 @@ func TestScaleOut(t *testing.T) {
 		if got := queryEngineAt(t, fe.boot, 0); got != "prefill-a" {
 			t.Fatalf("%s's registry does not show fe0's registration at once: %q", fe.name, got)
 		}
+	}
+
+	// A deployment-wide drain mark in etcd reaches every frontend; every
+	// frontend publishes its view of the engines.
+	ecli := etcd.Client(t)
+	if _, err := ecli.Put(context.Background(), "/scale/drain/2", ""); err != nil {
+		t.Fatal(err)
+	}
+	draining := func(s *server, rank int) bool {
+		code, b := s.get(t, "/v1/engines")
+		var v struct {
+			Engines []struct {
+				Rank     int  `json:"rank"`
+				Draining bool `json:"draining"`
+			} `json:"engines"`
+		}
+		if code != 200 || json.Unmarshal(b, &v) != nil {
+			return false
+		}
+		for _, e := range v.Engines {
+			if e.Rank == rank {
+				return e.Draining
+			}
+		}
+		return false
+	}
+	for _, fe := range fes {
+		eventually(t, 10*time.Second, fe.name+" drains rank 2 from the etcd mark", func() bool { return draining(fe.s, 2) })
+	}
+	if _, err := ecli.Delete(context.Background(), "/scale/drain/2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, fe := range fes {
+		eventually(t, 10*time.Second, fe.name+" undrains rank 2", func() bool { return !draining(fe.s, 2) })
+	}
+	if views, err := ecli.Get(context.Background(), "/scale/views/", clientv3.WithPrefix()); err != nil || len(views.Kvs) != nFE {
+		t.Fatalf("published views: %v %v, want one per frontend", views, err)
 	}
 
 	// Load through all three frontends.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -150,24 +151,33 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 // run campaigns for the leadership (the leader runs the handshake and the
 // coordinator) and reconnects the coordinator follower on every change of
 // leader, until stop.
-func (so *scaleOut) run() {
+func (so *scaleOut) run(srv *server.Server) {
 	if so == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	so.cancel = cancel
-	go func() {
-		defer close(so.done)
-		go so.member.ObserveLeader(ctx, func(leader cluster.MemberInfo, ok bool) {
+	var wg sync.WaitGroup
+	// Every frontend's view of the engines, and deployment-wide drains.
+	wg.Go(func() { so.member.PublishView(ctx, time.Second, func() any { return srv.Engines() }) })
+	wg.Go(func() { so.member.FollowDrains(ctx, time.Second, srv.Dispatcher()) })
+	wg.Go(func() {
+		so.member.ObserveLeader(ctx, func(leader cluster.MemberInfo, ok bool) {
 			if ok && so.follower != nil {
 				so.follower.Reconnect()
 			}
 		})
+	})
+	wg.Go(func() {
 		so.member.Lead(ctx, func(lctx context.Context) {
 			if err := cluster.RunLauncher(lctx, so.launch); err != nil && lctx.Err() == nil {
 				so.launch.Logger.Error("scale-out: launcher stopped", "err", err)
 			}
 		})
+	})
+	go func() {
+		wg.Wait()
+		close(so.done)
 	}()
 }
 

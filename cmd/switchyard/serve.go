@@ -262,7 +262,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
-	so.run()
+	so.run(srv)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", "signal", "shutdown_timeout", cfg.ShutdownTimeout)
