@@ -62,7 +62,7 @@ type Drainer interface {
 }
 
 // FollowDrains applies the deployment's drain marks (PREFIX/drain/RANK,
-// present = drained; `etcdctl put /switchyard/drain/1 ”`) to d until ctx
+// present = drained, any value: etcdctl put /switchyard/drain/1 x) to d until ctx
 // ends, so a drain reaches every frontend, including one started later. The
 // marks are applied again every interval: a rank this frontend has not
 // seen yet cannot be drained until it comes up. A rank drained locally
