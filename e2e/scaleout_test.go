@@ -109,6 +109,21 @@ func leaderOf(fes []*scaleFrontend) int {
 	return -1
 }
 
+// countLog counts the log lines of p whose msg is msg.
+func countLog(p *server, msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			n++
+		}
+	}
+	return n
+}
+
+const followingMsg = "following the leader's coordinator"
+
 func registerAt(t *testing.T, boot, engineID string, dp int, addr string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"engine_id":%q,"dp_rank":%d,"tp_rank":0,"pp_rank":0,"tp_size":1,"pp_size":1,"addr":%q}`, engineID, dp, addr)
@@ -167,8 +182,9 @@ func TestScaleOut(t *testing.T) {
 	for _, fe := range fes {
 		fe.s = startServe(t, fe.args...)
 	}
+	engines := make([]*proc, nEng)
 	for r := range nEng {
-		start(t, fmt.Sprintf("mock-engine %d", r), "mock-engine", "--handshake-address", hs,
+		engines[r] = start(t, fmt.Sprintf("mock-engine %d", r), "mock-engine", "--handshake-address", hs,
 			"--data-parallel-rank", strconv.Itoa(r), "--data-parallel-size", strconv.Itoa(nEng),
 			"--step-ms", "2", "--reconnect")
 	}
@@ -275,6 +291,10 @@ func TestScaleOut(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	victim := fes[lead]
+	following := make([]int, nFE)
+	for i, fe := range fes {
+		following[i] = countLog(fe.s, followingMsg)
+	}
 	killedAt := time.Now()
 	failedBefore := tallies[lead].failed.Load()
 	if failedBefore != 0 {
@@ -294,6 +314,27 @@ func TestScaleOut(t *testing.T) {
 	})
 	failover := time.Since(killedAt)
 	t.Logf("coordinator role moved from %s to %s %v after kill -9 (lease TTL 2 s)", victim.name, fes[newLead].name, failover.Round(time.Millisecond))
+	// Every surviving frontend follows the new leader's coordinator.
+	for i, fe := range fes {
+		if i == lead {
+			continue
+		}
+		eventually(t, 10*time.Second, fe.name+" follows the new coordinator", func() bool { return countLog(fe.s, followingMsg) > following[i] })
+	}
+	// And every engine's coordinator sockets reach it (their ZeroMQ sockets
+	// redial the same addresses, which the new leader bound).
+	for r, e := range engines {
+		eventually(t, 10*time.Second, fmt.Sprintf("engine %d reconnects to the coordinator", r), func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			for _, l := range e.lines {
+				if l["msg"] == "mockengine: peer reconnected" && l["address"] == coIn {
+					return true
+				}
+			}
+			return false
+		})
+	}
 	time.Sleep(time.Second)
 
 	// The killed frontend comes back on the same addresses and serves again.
