@@ -389,6 +389,27 @@ func TestScaleOut(t *testing.T) {
 		t.Errorf("the restarted frontend completed nothing after its restart")
 	}
 
+	// An engine restarts after the failover: it handshakes with the new
+	// leader and rejoins every frontend, the restarted one too.
+	_ = engines[3].cmd.Process.Signal(syscall.SIGKILL)
+	<-engines[3].done
+	for _, fe := range fes {
+		eventually(t, 10*time.Second, fe.name+" sees engine 3 gone", func() bool { return !allReady(fe.s) })
+	}
+	start(t, "mock-engine 3 again", "mock-engine", "--handshake-address", hs,
+		"--data-parallel-rank", "3", "--data-parallel-size", strconv.Itoa(nEng), "--step-ms", "2", "--reconnect")
+	for _, fe := range fes {
+		eventually(t, 30*time.Second, fe.name+" sees engine 3 back", func() bool { return allReady(fe.s) })
+	}
+	for _, fe := range fes {
+		resp, b, err := fe.s.post(context.Background(), `{"prompt": [1, 2], "max_tokens": 5}`, "X-data-parallel-rank", "3")
+		var c completion
+		if err != nil || resp.StatusCode != 200 || json.Unmarshal(b, &c) != nil || len(c.Choices) != 1 ||
+			!slices.Equal(c.Choices[0].TokenIDs, mockengine.TokensFor([]int64{1, 2}, 5)) {
+			t.Fatalf("%s to the restarted engine: %v %v %s", fe.name, err, resp, b)
+		}
+	}
+
 	// Every frontend restarts: the registry is still there.
 	for _, fe := range fes {
 		fe.s.stop(syscall.SIGTERM, 20*time.Second)
