@@ -289,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
 		ContextLen:  events.contexts.largest,
 		LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+		Text: cfg.Text, ServedModelName: cfg.ModelName(),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)
 	if err != nil {
@@ -346,6 +347,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.DataParallelSize = ranks
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
+		mcfg.Words, mcfg.Capitals, mcfg.Period = s.cfg.MockWords, s.cfg.MockCapitals, s.cfg.MockPeriod
 		mcfg.Role = s.decodeRole()
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
