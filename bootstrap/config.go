@@ -75,6 +75,12 @@ type Config struct {
 	// snapshot itself, so every change costs one small append instead of a
 	// rewrite of the whole registry.
 	SnapshotCompactBytes int64
+	// Store, when set, holds the registry's state instead of this process
+	// (an etcd cluster shared by several frontends, see [EtcdStore]): every
+	// change is committed there before it is answered, and changes other
+	// frontends commit are applied as they happen. Exclusive with
+	// SnapshotPath.
+	Store Store
 	// Logger receives takeovers, conflicts and probe transitions; nil
 	// discards.
 	Logger *slog.Logger
@@ -108,6 +114,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bootstrap: Config.Address %q: %w", c.Address, err)
 	}
 	switch {
+	case c.Store != nil && c.SnapshotPath != "":
+		return fmt.Errorf("bootstrap: Config.Store and Config.SnapshotPath are exclusive: the store already keeps the state across restarts")
 	case c.ProbeInterval <= 0:
 		return fmt.Errorf("bootstrap: Config.ProbeInterval must be positive, got %v", c.ProbeInterval)
 	case c.ProbeTimeout <= 0:

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxBody caps a /register body; a real one is about 150 bytes.
@@ -151,9 +152,12 @@ const maxConflictRounds = 4
 // budget, so a refusal always rests on a probe of the holder it names (or
 // says plainly that none could be made in time).
 func (s *Server) register(ctx context.Context, reg Registration) (Outcome, error) {
-	s.mu.Lock()
-	out, err := s.reg.Register(s.now(), reg)
-	s.mu.Unlock()
+	var out Outcome
+	err := s.change(ctx, func(now time.Time) error {
+		var err error
+		out, err = s.reg.Register(now, reg)
+		return err
+	})
 	var ce *ConflictError
 	if !errors.As(err, &ce) {
 		return s.registered(reg, out, err)
@@ -184,11 +188,15 @@ func (s *Server) register(ctx context.Context, reg Registration) (Outcome, error
 				s.log.Info("conflict probe failed", "engine_id", r.EngineID, "dp_rank", r.DP, "tp_rank", r.TP, "pp_rank", r.PP, "addr", r.Addr, "err", r.Err)
 			}
 		}
-		s.mu.Lock()
-		now := s.now()
-		tr := s.reg.RecordProbes(now, results)
-		out, err = s.reg.Register(now, reg)
-		s.mu.Unlock()
+		var tr []Transition
+		err = s.change(ctx, func(now time.Time) error {
+			// A reload between attempts brings the probed workers back with
+			// their old liveness: the results apply again.
+			tr = s.reg.RecordProbes(now, results)
+			var err error
+			out, err = s.reg.Register(now, reg)
+			return err
+		})
 		s.logTransitions(tr, "conflict probe")
 	}
 	if errors.As(err, &ce) {
@@ -244,6 +252,7 @@ func conflictResult(k ConflictKind) string {
 }
 
 func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
+	s.freshen(r.Context())
 	s.metrics.queries.WithLabelValues("root").Inc()
 	s.mu.Lock()
 	q := s.reg.Query(s.now())
@@ -252,6 +261,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleQueryEngine(w http.ResponseWriter, r *http.Request) {
+	s.freshen(r.Context())
 	s.metrics.queries.WithLabelValues("engine").Inc()
 	s.mu.Lock()
 	q := s.reg.QueryEngine(s.now(), r.PathValue("engine_id"))
@@ -263,6 +273,7 @@ func (s *Server) handleQueryEngine(w http.ResponseWriter, r *http.Request) {
 // on, at most ?limit= of them, and at most MaxResponseBytes in all; when
 // more remain, "next_offset" says where the next page starts.
 func (s *Server) handleEngines(w http.ResponseWriter, r *http.Request) {
+	s.freshen(r.Context())
 	offset, err1 := queryInt(r, "offset", 0)
 	limit, err2 := queryInt(r, "limit", 1<<30)
 	if err1 != nil || err2 != nil || offset < 0 || limit < 1 {
@@ -312,6 +323,7 @@ func queryInt(r *http.Request, name string, def int) (int, error) {
 }
 
 func (s *Server) handleEngine(w http.ResponseWriter, r *http.Request) {
+	s.freshen(r.Context())
 	s.mu.Lock()
 	e, err := s.reg.Engine(s.now(), r.PathValue("engine_id"))
 	s.mu.Unlock()
@@ -323,6 +335,7 @@ func (s *Server) handleEngine(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGenerations(w http.ResponseWriter, r *http.Request) {
+	s.freshen(r.Context())
 	s.mu.Lock()
 	g := s.reg.Generations()
 	s.mu.Unlock()
@@ -331,9 +344,7 @@ func (s *Server) handleGenerations(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("engine_id")
-	s.mu.Lock()
-	err := s.reg.Delete(s.now(), id)
-	s.mu.Unlock()
+	err := s.change(r.Context(), func(now time.Time) error { return s.reg.Delete(now, id) })
 	s.adminDone(w, err, "deleted", "engine_id", id)
 }
 
@@ -345,18 +356,14 @@ func (s *Server) handleDeleteWorker(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Detail: "tp and pp must be integers"})
 		return
 	}
-	s.mu.Lock()
-	err := s.reg.DeleteWorker(s.now(), id, tp, pp)
-	s.mu.Unlock()
+	err := s.change(r.Context(), func(now time.Time) error { return s.reg.DeleteWorker(now, id, tp, pp) })
 	s.adminDone(w, err, "deleted", "engine_id", id, "tp_rank", tp, "pp_rank", pp)
 }
 
 func (s *Server) handleDrain(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("engine_id")
-		s.mu.Lock()
-		err := s.reg.SetDraining(id, on)
-		s.mu.Unlock()
+		err := s.change(r.Context(), func(time.Time) error { return s.reg.SetDraining(id, on) })
 		s.adminDone(w, err, "", "engine_id", id, "draining", on)
 	}
 }

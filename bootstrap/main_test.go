@@ -88,7 +88,7 @@ func newTestServer(t *testing.T, cfg Config, p Prober) (*Server, *fakeClock) {
 }
 
 // do runs one request through h and returns the status and body.
-func do(t *testing.T, h http.Handler, method, path, body string, hdr ...string) (int, string) {
+func do(t testing.TB, h http.Handler, method, path, body string, hdr ...string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	// An operator on the registry's host: /v2 answers loopback only by default.

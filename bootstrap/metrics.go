@@ -19,6 +19,7 @@ type metrics struct {
 	evictions      *prometheus.CounterVec // reason: deleted, expired
 	snapshotWrites *prometheus.CounterVec // result: ok, error
 	snapshotBytes  prometheus.Counter
+	storeConflicts prometheus.Counter // commits lost to another frontend
 	states         *stateCollector
 }
 
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, states *stateCollector) (*metrics, er
 			Name: "switchyard_registry_snapshot_bytes_total",
 			Help: "Bytes written to the snapshot file and its change log.",
 		}),
+		storeConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_registry_store_conflicts_total",
+			Help: "Registry changes decided again because another frontend committed to the shared store (etcd) first.",
+		}),
 		states: states,
 	}
 	// Pre-create the children so dashboards see zeros, not gaps.
@@ -81,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, states *stateCollector) (*metrics, er
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.registrations, m.takeovers, m.probeFailures, m.queries, m.evictions, m.snapshotWrites, m.snapshotBytes, states} {
+	for _, c := range []prometheus.Collector{m.registrations, m.takeovers, m.probeFailures, m.queries, m.evictions, m.snapshotWrites, m.snapshotBytes, m.storeConflicts, states} {
 		if err := reg.Register(c); err != nil {
 			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 				return nil, fmt.Errorf("bootstrap: metrics already registered (one registry per Registerer): %w", err)

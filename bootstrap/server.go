@@ -35,6 +35,8 @@ type Server struct {
 	persisted uint64     // revision last written
 	journal   journal    // the change log beside the snapshot; under persistMu
 
+	storeRev int64 // the Store revision reg reflects; under mu
+
 	lnMu sync.Mutex
 	ln   net.Listener
 }
@@ -90,6 +92,11 @@ func newServer(cfg Config, reg *Registry, p Prober, now func() time.Time) (*Serv
 	}
 	if cfg.SnapshotPath != "" {
 		if err := s.loadSnapshot(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Store != nil {
+		if err := s.loadStore(context.Background()); err != nil {
 			return nil, err
 		}
 	}
@@ -159,6 +166,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.probeLoop(probeCtx) })
+	if s.cfg.Store != nil {
+		wg.Go(func() { s.watchStore(probeCtx) })
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 
@@ -217,10 +227,18 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 	s.metrics.probeFailures.WithLabelValues("periodic").Add(float64(failed))
 	s.mu.Lock()
-	now := s.now()
-	tr := s.reg.RecordProbes(now, results)
-	expired := s.reg.Expire(now)
+	tr := s.reg.RecordProbes(s.now(), results)
 	s.mu.Unlock()
+	// Expiry changes the registry; probe results (liveness) are this
+	// frontend's own and never stored.
+	var expired int
+	err := s.change(ctx, func(now time.Time) error {
+		expired = s.reg.Expire(now)
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("cannot commit expired engines to the store", "err", err)
+	}
 	s.logTransitions(tr, "periodic probe")
 	if expired > 0 {
 		s.metrics.evictions.WithLabelValues("expired").Add(float64(expired))

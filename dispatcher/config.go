@@ -74,6 +74,11 @@ type Config struct {
 	// ClientIndex is stamped on every ADD and UTILITY; engines send replies to the
 	// output socket with that index.
 	ClientIndex int64
+	// AbortOrphans aborts, at the engine, requests whose outputs arrive but
+	// that this dispatcher does not know: with several frontends sharing
+	// the engines, a restarted frontend gets the outputs of requests its
+	// previous run sent, and nobody else would stop them.
+	AbortOrphans bool
 	// Waves stamps current_wave on ADDs; nil means no waves (current_wave 0).
 	Waves WaveHook
 	// LockstepRanks, when > 0, makes ranks 0..LockstepRanks-1 one lockstep group

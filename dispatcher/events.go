@@ -106,7 +106,11 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 		o := &outs.Outputs[i]
 		r, ok := d.table.Load(o.RequestID)
 		if !ok {
-			continue // aborted, failed, or never ours: the engine may lag behind us
+			// Aborted, failed, or never ours: the engine may lag behind us.
+			if d.cfg.AbortOrphans && o.FinishReason == wire.FinishNone {
+				d.orphan(rank, o.RequestID)
+			}
+			continue
 		}
 		if d.deliverOutput(r, e, o, now, outs.Timestamp, &ttft, &itl) {
 			tokens += len(o.NewTokenIDs)

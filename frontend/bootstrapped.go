@@ -19,12 +19,13 @@ import (
 func (f *Frontend) startBootstrapped(ctx context.Context) error {
 	b := f.cfg.Bootstrapped
 	opt := f.engineSocketOptions()
+	opt.JoinEvents = b.Registrations != nil
 	in, err := f.net.Listen(ctx, transport.Router, b.InputAddress, opt)
 	if err != nil {
 		return fmt.Errorf("frontend: input socket: %w", err)
 	}
 	f.sharedIn = in
-	opt.PeerEvents = false
+	opt.PeerEvents, opt.JoinEvents = false, false
 	out, err := f.net.Listen(ctx, transport.Pull, b.OutputAddress, opt)
 	if err != nil {
 		return fmt.Errorf("frontend: output socket: %w", err)
@@ -55,6 +56,10 @@ func (f *Frontend) sharedInputLoop() {
 	for {
 		frames, err := f.sharedIn.Recv()
 		if err != nil {
+			if joined := (*transport.PeerJoinedError)(nil); errors.As(err, &joined) {
+				f.onJoined(joined.Identity)
+				continue
+			}
 			var left *transport.PeerLeftError
 			if errors.As(err, &left) {
 				if id, ok := wire.ParseIdentity(left.Identity); ok {
@@ -66,6 +71,7 @@ func (f *Frontend) sharedInputLoop() {
 			}
 			return
 		}
+		f.sawInput(frames)
 		f.onInput(nil, frames)
 	}
 }

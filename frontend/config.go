@@ -76,6 +76,10 @@ type Config struct {
 type BootstrappedConfig struct {
 	InputAddress, OutputAddress string
 	StartRank, Count            int
+	// Registrations, when set, saves every engine's registration and
+	// replays it for an engine that reconnects without one (a frontend
+	// restarted under running engines; see RegistrationStore).
+	Registrations RegistrationStore
 }
 
 // DefaultConfig returns the defaults: ipc engine sockets in a temp dir, one rank,

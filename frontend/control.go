@@ -28,6 +28,7 @@ type event struct {
 	err     error               // registration decode error; evHandshakeLeft: the transport's cause
 	e       *engine             // registration: the generation whose socket it came in on (nil = shared); probe reply: the engine
 	utility *wire.UtilityOutput // evProbeReply
+	replay  bool                // evRegistration from a RegistrationStore, not the engine
 }
 
 // run is the control loop: the only goroutine that advances handshakes, creates
@@ -321,6 +322,12 @@ func (f *Frontend) onRegistration(ev event) {
 			e.start()
 			f.log.Info("frontend: engine rejoining", "rank", rank, "generation", e.gen)
 		}
+	}
+	if ev.replay && (e != cur || e.state() != Connecting || e.hs.registered) {
+		return // the engine registered itself meanwhile
+	}
+	if ev.replay {
+		f.log.Info("frontend: engine reconnected without registering (it registered with this frontend's previous run); replaying its stored registration", "rank", rank)
 	}
 	if e != cur || e.state() != Connecting {
 		if e == cur && e.state() == Ready {

@@ -58,6 +58,15 @@ type Config struct {
 	// reasons it has and which EngineCore methods it answers. Nil = the native
 	// (newest) layout.
 	Layout *wire.Layout
+	// Reconnect makes the input, output and coordinator sockets redial a
+	// peer that went away, as a real engine's libzmq sockets do (redial.go):
+	// with several frontends, one frontend restarting must not end the
+	// engine. Off, a lost peer is an error, as before.
+	Reconnect bool
+	// Reregister sends the registration again on every input reconnection.
+	// A real vLLM engine registers once; this stands in for the replay a
+	// restarted frontend would otherwise need (see cluster/README.md).
+	Reregister bool
 	// Words, when set, are token ids (whole words of a tokenizer) that requests
 	// asking for text (detokenize, as a frontend with a tokenizer sends them) are
 	// answered with, ending sentences with Period and then the request's EOS:
@@ -268,7 +277,7 @@ func (e *engine) connect(ctx context.Context) error {
 		e.coordinatorInput, e.coordinatorOutput = init.Addresses.CoordinatorInput, init.Addresses.CoordinatorOutput
 	}
 	for _, addr := range outputs {
-		s, err := e.net.Dial(ctx, transport.Push, addr, e.opts())
+		s, err := e.dialPeer(ctx, transport.Push, addr, nil)
 		if err != nil {
 			return fmt.Errorf("mockengine: output %s: %w", addr, err)
 		}
@@ -276,7 +285,12 @@ func (e *engine) connect(ctx context.Context) error {
 	}
 	reg := e.readyResponse()
 	for _, addr := range inputs {
-		s, err := e.net.Dial(ctx, transport.Dealer, addr, e.opts())
+		s, err := e.dialPeer(ctx, transport.Dealer, addr, func(s transport.Socket) error {
+			if e.cfg.Reregister && !e.cfg.Faults.SkipRegistration {
+				return s.Send(e.registration(&reg))
+			}
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("mockengine: input %s: %w", addr, err)
 		}

@@ -40,12 +40,14 @@ func (e *engine) joinCoordinator(ctx context.Context) error {
 	if !e.coordinatorInput.Valid || !e.coordinatorOutput.Valid {
 		return nil
 	}
-	push, err := e.net.Dial(ctx, transport.Push, e.coordinatorOutput.Value, e.opts())
+	push, err := e.dialPeer(ctx, transport.Push, e.coordinatorOutput.Value, nil)
 	if err != nil {
 		return fmt.Errorf("mockengine: coordinator output %s: %w", e.coordinatorOutput.Value, err)
 	}
 	e.wave.push = push
-	sub, err := e.net.Dial(ctx, transport.XSub, e.coordinatorInput.Value, e.opts())
+	// A new coordinator (another frontend took over the leadership) counts
+	// subscriptions: subscribe again on every reconnection.
+	sub, err := e.dialPeer(ctx, transport.XSub, e.coordinatorInput.Value, func(s transport.Socket) error { return s.Send([]byte{1}) })
 	if err != nil {
 		return fmt.Errorf("mockengine: coordinator input %s: %w", e.coordinatorInput.Value, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -39,6 +40,24 @@ type Config struct {
 	// ExternalCoordinatorAddress follows vLLM's own Python DP coordinator (its
 	// front stats publisher) instead of running the in-process one; empty = off.
 	ExternalCoordinatorAddress string
+	// FollowCoordinator, when set, is the coordinator this frontend follows
+	// (scale-out: the cluster leader's); exclusive with
+	// ExternalCoordinatorAddress.
+	FollowCoordinator FollowedCoordinator
+	// ClientIndex is this frontend's client index among the API servers
+	// that share the engines: stamped on every ADD and UTILITY, so each
+	// engine sends this frontend's outputs to outputs[ClientIndex] of its
+	// INIT. 0 with a single frontend.
+	ClientIndex int64
+	// AbortOrphans aborts at the engine the requests whose outputs reach
+	// this frontend unknown (dispatcher.Config.AbortOrphans): set with
+	// several frontends, where a restarted one receives what its previous
+	// run left running.
+	AbortOrphans bool
+	// EngineRegistrations, when bootstrapped, saves engines' registrations
+	// and replays them for engines that reconnect without one
+	// (frontend.RegistrationStore): a restarted frontend of several.
+	EngineRegistrations frontend.RegistrationStore
 	// MockEngines is the number of built-in mock engines when HandshakeAddress is
 	// empty.
 	MockEngines int

@@ -37,6 +37,7 @@ type Server struct {
 
 	node    *coordinator.Node     // nil with one rank, bootstrapped, or external
 	ext     *coordinator.External // --external-coordinator-address
+	follow  FollowedCoordinator   // scale-out: the cluster leader's coordinator
 	d       *dispatcher.Dispatcher
 	fe      *frontend.Frontend
 	boot    *bootstrap.Server
@@ -92,6 +93,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	// from the coordinator; loads is the forward reference that breaks the cycle.
 	loads := &loadForward{}
 	switch {
+	case cfg.FollowCoordinator != nil:
+		s.follow = cfg.FollowCoordinator
+		if err = s.follow.Start(ctx, loads); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
 	case cfg.ExternalCoordinatorAddress != "":
 		// vLLM's own coordinator runs elsewhere (several API servers share it):
 		// follow its publishes instead of running one.
@@ -149,6 +155,11 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if s.ext != nil {
 		dcfg.Waves = s.ext // the coordinator's wave, and FIRST_REQ to wake paused engines
 	}
+	if s.follow != nil && cfg.EnableWaves {
+		dcfg.Waves = s.follow
+	}
+	dcfg.ClientIndex = cfg.ClientIndex
+	dcfg.AbortOrphans = cfg.AbortOrphans
 	if cfg.EnableWaves && ranks > 1 {
 		// Every forward pass is a collective over all ranks: one dead rank
 		// blocks the rest, so they live and fail as one group. A bootstrapped
@@ -177,6 +188,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		fcfg.Bootstrapped = &frontend.BootstrappedConfig{
 			InputAddress: cfg.InputAddress, OutputAddress: cfg.OutputAddress,
 			StartRank: cfg.StartRank, Count: cfg.localRanks(),
+			Registrations: cfg.EngineRegistrations,
 		}
 	case !cfg.Embedded():
 		fcfg.HandshakeAddress = cfg.HandshakeAddress
@@ -190,6 +202,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	fcfg.Logger = cfg.Logger.With("component", "frontend")
 	fcfg.Registerer = reg
 	fcfg.Layouts = cfg.Layouts
+	fcfg.ClientIndex = cfg.ClientIndex
 	if s.fe, err = frontend.New(fcfg, events); err != nil {
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
@@ -507,6 +520,9 @@ func (s *Server) teardown() {
 	s.mocks.Wait()
 	if s.node != nil {
 		s.node.Close()
+	}
+	if s.follow != nil {
+		s.follow.Close()
 	}
 	if s.ext != nil {
 		s.ext.Close()

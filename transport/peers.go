@@ -170,6 +170,10 @@ func (s *socket) addPeer(c *conn) bool {
 			break
 		}
 	}
+	if s.kind == Router && s.opt.JoinEvents {
+		// Before the reader starts: the join precedes the peer's messages.
+		s.deliver(delivery{err: &PeerJoinedError{Identity: p.id}})
+	}
 	go s.readLoop(p)
 	return true
 }

@@ -152,6 +152,12 @@ type Options struct {
 	// the next message never reaches the new connection (a handshake owner's
 	// INIT for a HELLO whose sender hung up).
 	PeerEvents bool
+	// JoinEvents makes a ROUTER report each admitted peer through Recv, as a
+	// *PeerJoinedError, before any message of that peer. A frontend that
+	// restarted under running engines learns this way that an engine
+	// reconnected, since a vLLM engine registers on an input socket only once
+	// (see frontend.RegistrationStore).
+	JoinEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger
 }
@@ -213,6 +219,19 @@ var (
 	// ErrUnsupported: the operation does not exist for the socket kind.
 	ErrUnsupported = errors.New("transport: operation not supported by socket kind")
 )
+
+// ErrPeerJoined is matched by *PeerJoinedError (Options.JoinEvents).
+var ErrPeerJoined = errors.New("transport: peer joined")
+
+// PeerJoinedError reports a peer a ROUTER admitted (Options.JoinEvents).
+type PeerJoinedError struct {
+	Identity []byte
+}
+
+func (e *PeerJoinedError) Error() string { return fmt.Sprintf("transport: peer %x joined", e.Identity) }
+
+// Is makes errors.Is(err, ErrPeerJoined) true.
+func (e *PeerJoinedError) Is(target error) bool { return target == ErrPeerJoined }
 
 // PeerLeftError reports a departed peer. It matches ErrPeerLeft and unwraps to the
 // cause (io.EOF for a clean close, ErrFrameTooLarge, a protocol error...).

@@ -44,6 +44,11 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"serve", "--vllm-layout", "v0.18", "--vllm-layout", "newest"}, "two built-in layouts forced"},
 		{[]string{"serve", "--mock-engine-layouts", "v0.18,nope"}, "--mock-engine-layouts"},
 		{[]string{"mock-engine", "--vllm-layout", "nope"}, "--vllm-layout"},
+		{[]string{"serve", "--etcd-endpoints", "http://127.0.0.1:1"}, "--etcd-endpoints needs --handshake-address"},
+		{[]string{"serve", "--etcd-endpoints", "http://127.0.0.1:1", "--handshake-address", "tcp://127.0.0.1:1"}, "needs --input-address and --output-address"},
+		{[]string{"serve", "--etcd-endpoints", "http://127.0.0.1:1", "--frontends", "0"}, "--frontends"},
+		{[]string{"serve", "--etcd-endpoints", "http://127.0.0.1:1", "--handshake-address", "tcp://127.0.0.1:1",
+			"--input-address", "tcp://127.0.0.1:2", "--output-address", "tcp://127.0.0.1:3", "--data-parallel-size", "2"}, "--coordinator-input-address"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -46,6 +46,10 @@ func mockEngineCommand() *cli.Command {
 				Usage: "context length reported at registration; longer requests finish with length"},
 			&cli.IntFlag{Name: "max-num-seqs", Value: def.MaxNumSeqs,
 				Usage: "requests stepped at once; the rest wait"},
+			&cli.BoolFlag{Name: "reconnect",
+				Usage: "redial a frontend or coordinator that went away, as a real engine's ZeroMQ sockets do (several frontends)"},
+			&cli.BoolFlag{Name: "reregister",
+				Usage: "with --reconnect, register again on every input reconnection (a real engine registers once)"},
 			&cli.StringFlag{Name: "pd-role",
 				Usage: "P/D role: prefill (answers do_remote_decode requests with kv_transfer_params holding a handle for the prompt) or " +
 					"decode (refuses a do_remote_prefill request whose handle does not match its prompt, counts local prefills); empty = none"},
@@ -82,6 +86,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.MaxModelLen = cmd.Int("max-model-len")
 			cfg.MaxNumSeqs = cmd.Int("max-num-seqs")
 			cfg.LockstepDir = cmd.String("lockstep-dir")
+			cfg.Reconnect, cfg.Reregister = cmd.Bool("reconnect"), cmd.Bool("reregister")
 			cfg.Role = cmd.String("pd-role")
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),

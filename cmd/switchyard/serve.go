@@ -190,7 +190,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...)...),
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...), clusterFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -297,6 +297,11 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg.Logger = log
 	cfg.Registry = reg
+	so, err := setupCluster(ctx, cmd, &cfg, log)
+	if err != nil {
+		return err
+	}
+	defer so.stop()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -310,6 +315,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
+	so.run(srv)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", "signal", "shutdown_timeout", cfg.ShutdownTimeout)
