@@ -387,6 +387,10 @@ type digitsMatcher struct{}
 
 func (digitsMatcher) appendMatches(s string, dst []int) []int {
 	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf && (c < '0' || c > '9') {
+			i++
+			continue
+		}
 		r, n := runeAt(s, i)
 		if !isN(r) {
 			i += n
@@ -415,6 +419,11 @@ type deepseekCJKMatcher struct{}
 
 func (deepseekCJKMatcher) appendMatches(s string, dst []int) []int {
 	for i := 0; i < len(s); {
+		// Every char of the class is 3 bytes long with a lead byte in E3..E9.
+		if c := s[i]; c < 0xE3 || c > 0xE9 {
+			i++
+			continue
+		}
 		r, n := runeAt(s, i)
 		if !isDeepSeekCJK(r) {
 			i += n
