@@ -270,7 +270,8 @@ func (b *bpe) appendChunk(dst []int64, word string) []int64 {
 		dst = append(dst, int64(id))
 	}
 	if len(word) < maxCachedWord {
-		b.cache.put(word, append([]int32(nil), s.ids...))
+		// Cloned: the word is a slice of the caller's text, which must not stay reachable.
+		b.cache.put(strings.Clone(word), append([]int32(nil), s.ids...))
 	}
 	scratchPool.Put(s)
 	return dst

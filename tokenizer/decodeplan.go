@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode/utf8"
 )
@@ -180,4 +179,3 @@ func stripBytes(dst []byte, base int, ch rune, start, stop int) []byte {
 	return dst
 }
 
-var _ = json.RawMessage(nil)

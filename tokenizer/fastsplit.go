@@ -49,104 +49,100 @@ func knownPattern(pattern string) matcher {
 // fastDisabled forces regexp2 for every pattern (tests compare the two).
 var fastDisabled = false
 
+// Char classes of the patterns, one bit each; U is [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and W is
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] (o200k), Space is \s (White_Space, as Oniguruma's).
 const (
 	cL = 1 << iota
 	cN
 	cSpace
-	cLu
-	cLl
+	cU
+	cW
 	cP
 	cS
+	cM
 )
 
+// bmpClass classifies every char of planes 0-2 (BMP, emoji and historic scripts, CJK
+// extension B..F) by table lookup: 192 KiB built from the Unicode range tables at init, in
+// about a millisecond. Chars above ask package unicode.
+var bmpClass [0x30000]uint8
+
+// asciiClass is the ASCII prefix of bmpClass, kept as its own small array for the hot paths.
 var asciiClass [128]uint8
 
 func init() {
-	for c := range 128 {
-		r := rune(c)
-		var k uint8
-		if unicode.IsLetter(r) {
-			k |= cL
+	set := func(bit uint8, tabs ...*unicode.RangeTable) {
+		for _, t := range tabs {
+			for _, r := range t.R16 {
+				for c := uint32(r.Lo); c <= uint32(r.Hi); c += uint32(r.Stride) {
+					bmpClass[c] |= bit
+				}
+			}
+			for _, r := range t.R32 {
+				for c := r.Lo; c <= r.Hi && c < uint32(len(bmpClass)); c += r.Stride {
+					bmpClass[c] |= bit
+				}
+			}
 		}
-		if unicode.IsNumber(r) {
-			k |= cN
-		}
-		if unicode.IsSpace(r) {
-			k |= cSpace
-		}
-		if unicode.IsUpper(r) {
-			k |= cLu
-		}
-		if unicode.IsLower(r) {
-			k |= cLl
-		}
-		if unicode.IsPunct(r) {
-			k |= cP
-		}
-		if unicode.IsSymbol(r) {
-			k |= cS
-		}
-		asciiClass[c] = k
 	}
+	set(cL, unicode.L)
+	set(cN, unicode.N)
+	set(cSpace, unicode.White_Space)
+	set(cU, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+	set(cW, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+	set(cP, unicode.P)
+	set(cS, unicode.S)
+	set(cM, unicode.M)
+	copy(asciiClass[:], bmpClass[:128])
 }
 
-func isL(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cL != 0
+func classOf(r rune) uint8 {
+	if r >= 0 && r < rune(len(bmpClass)) {
+		return bmpClass[r]
 	}
-	return unicode.IsLetter(r)
+	return slowClass(r)
 }
 
-func isN(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cN != 0
+// slowClass is classOf by package unicode (TestClassTable holds the table to it).
+func slowClass(r rune) uint8 {
+	var k uint8
+	if unicode.IsLetter(r) {
+		k |= cL
 	}
-	return unicode.IsNumber(r)
+	if unicode.IsNumber(r) {
+		k |= cN
+	}
+	if unicode.IsSpace(r) {
+		k |= cSpace
+	}
+	if unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M) {
+		k |= cU
+	}
+	if unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M) {
+		k |= cW
+	}
+	if unicode.IsPunct(r) {
+		k |= cP
+	}
+	if unicode.IsSymbol(r) {
+		k |= cS
+	}
+	if unicode.IsMark(r) {
+		k |= cM
+	}
+	return k
 }
 
-func isSpace(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cSpace != 0
-	}
-	return unicode.IsSpace(r)
-}
+func isL(r rune) bool     { return classOf(r)&cL != 0 }
+func isN(r rune) bool     { return classOf(r)&cN != 0 }
+func isSpace(r rune) bool { return classOf(r)&cSpace != 0 }
 
 // isOther is [^\s\p{L}\p{N}].
-func isOther(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&(cL|cN|cSpace) == 0
-	}
-	return !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r)
-}
-
-// isU is [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]; isW is [\p{Ll}\p{Lm}\p{Lo}\p{M}].
-func isU(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cLu != 0
-	}
-	return unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
-}
-
-func isW(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cLl != 0
-	}
-	return unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
-}
-
-func isPS(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&(cP|cS) != 0
-	}
-	return unicode.IsPunct(r) || unicode.IsSymbol(r)
-}
-
-func isLM(r rune) bool {
-	if r < 128 {
-		return asciiClass[r]&cL != 0
-	}
-	return unicode.IsLetter(r) || unicode.IsMark(r)
-}
+func isOther(r rune) bool { return classOf(r)&(cL|cN|cSpace) == 0 }
+func isU(r rune) bool     { return classOf(r)&cU != 0 }
+func isW(r rune) bool     { return classOf(r)&cW != 0 }
+func isPS(r rune) bool    { return classOf(r)&(cP|cS) != 0 }
+func isLM(r rune) bool    { return classOf(r)&(cL|cM) != 0 }
 
 func runeAt(s string, i int) (rune, int) {
 	if c := s[i]; c < utf8.RuneSelf {
@@ -166,7 +162,7 @@ func scanL(s string, i int) int {
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if !unicode.IsLetter(r) {
+		if classOf(r)&cL == 0 {
 			return i
 		}
 		i += n
@@ -387,6 +383,10 @@ type digitsMatcher struct{}
 
 func (digitsMatcher) appendMatches(s string, dst []int) []int {
 	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf && (c < '0' || c > '9') {
+			i++
+			continue
+		}
 		r, n := runeAt(s, i)
 		if !isN(r) {
 			i += n
@@ -415,6 +415,11 @@ type deepseekCJKMatcher struct{}
 
 func (deepseekCJKMatcher) appendMatches(s string, dst []int) []int {
 	for i := 0; i < len(s); {
+		// Every char of the class is 3 bytes long with a lead byte in E3..E9.
+		if c := s[i]; c < 0xE3 || c > 0xE9 {
+			i++
+			continue
+		}
 		r, n := runeAt(s, i)
 		if !isDeepSeekCJK(r) {
 			i += n

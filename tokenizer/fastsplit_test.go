@@ -75,3 +75,11 @@ func FuzzFastMatchers(f *testing.F) {
 		checkFast(t, s)
 	})
 }
+
+func TestClassTable(t *testing.T) {
+	for r := rune(0); r < rune(len(bmpClass)); r++ {
+		if bmpClass[r] != slowClass(r) {
+			t.Fatalf("%U: table %08b, unicode %08b", r, bmpClass[r], slowClass(r))
+		}
+	}
+}

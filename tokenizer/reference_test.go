@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -79,6 +80,39 @@ type refResult struct {
 	Decode       string            `json:"decode"`
 	DecodeSkip   string            `json:"decode_skip"`
 	Stream       []json.RawMessage `json:"stream"`
+	StreamSkip   []json.RawMessage `json:"stream_skip"`
+	Primed       []json.RawMessage `json:"primed"`
+}
+
+// streamChunks runs a DecodeStream (primed with prompt when non-nil) over ids.
+func streamChunks(tk *Tokenizer, skip bool, prompt, ids []int64) []string {
+	ds := tk.NewDecodeStream(skip)
+	if prompt != nil {
+		ds.Prime(prompt)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = ds.Step(id)
+	}
+	return out
+}
+
+// compareChunks reports the first chunk that differs from the reference's.
+func compareChunks(got []string, want []json.RawMessage) (int, string, string, bool) {
+	for j, raw := range want {
+		var w string
+		if json.Unmarshal(raw, &w) != nil {
+			return j, "", string(raw), false // {"invalid_prefix": true}: never expected
+		}
+		if j >= len(got) || got[j] != w {
+			g := ""
+			if j < len(got) {
+				g = got[j]
+			}
+			return j, g, w, false
+		}
+	}
+	return 0, "", "", true
 }
 
 func runReference(t testing.TB, node, model string, corpus []byte, mode string) []byte {
@@ -160,19 +194,21 @@ func TestDifferential(t *testing.T) {
 				if got := tk.Decode(ref.IDs, true); got != ref.DecodeSkip {
 					fail("decode skip special\n got %q\nwant %q", short(got), short(ref.DecodeSkip))
 				}
-				ds := tk.NewDecodeStream(false)
-				var cat string
-				for j, id := range ref.IDs {
-					chunk := ds.Step(id)
-					cat += chunk
-					var want string
-					if j < len(ref.Stream) && json.Unmarshal(ref.Stream[j], &want) == nil && chunk != want {
-						fail("stream chunk %d: got %q want %q", j, chunk, want)
-						break
-					}
+				chunks := streamChunks(tk, false, nil, ref.IDs)
+				if j, g, w, ok := compareChunks(chunks, ref.Stream); !ok {
+					fail("stream chunk %d: got %q want %q", j, g, w)
 				}
-				if cat != ref.Decode && !endsWithFFFD([]byte(ref.Decode)) {
+				if cat := strings.Join(chunks, ""); cat != ref.Decode && !endsWithFFFD([]byte(ref.Decode)) {
 					fail("stream concatenation\n got %q\nwant %q", short(cat), short(ref.Decode))
+				}
+				n := min(len(ref.IDs), 3000)
+				if j, g, w, ok := compareChunks(streamChunks(tk, true, nil, ref.IDs[:n]), ref.StreamSkip); !ok {
+					fail("stream (skip special) chunk %d: got %q want %q", j, g, w)
+				}
+				h := min(len(ref.IDs)/2, 40)
+				cont := ref.IDs[h:min(len(ref.IDs), h+200)]
+				if j, g, w, ok := compareChunks(streamChunks(tk, true, ref.IDs[:h], cont), ref.Primed); !ok {
+					fail("primed stream chunk %d: got %q want %q", j, g, w)
 				}
 			}
 			if i != len(texts) {

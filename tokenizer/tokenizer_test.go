@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -292,5 +293,24 @@ func TestLoadBounds(t *testing.T) {
 	}
 	if _, err := Load([]byte("{")); err == nil {
 		t.Error("truncated JSON loaded")
+	}
+}
+
+// LoadDir applies transformers' update_post_processor for the Llama/Gemma classes: DeepSeek
+// V3 (LlamaTokenizerFast, add_bos_token true) gains its BOS; the others keep what
+// tokenizer.json says, which for Llama 2 and Gemma 3 is already the same BOS.
+func TestLoadDirAppliesTransformersPostProcessor(t *testing.T) {
+	want := map[string][]int64{"deepseek_v3": {0}, "llama2": {1}, "gemma3": {2}, "qwen3": nil, "llama3_1": {128000}, "gptoss": nil}
+	for name, prefix := range want {
+		loadModel(t, name) // skips or fails (CI) when the files are missing
+		tk, err := LoadDir(filepath.Join(modelsDir(), name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := tk.Encode("hi", true)
+		plain := tk.Encode("hi", false)
+		if !slices.Equal(got[:len(got)-len(plain)], prefix) || !slices.Equal(got[len(prefix):], plain) {
+			t.Errorf("%s: Encode(hi, true) = %v, want prefix %v then %v", name, got, prefix, plain)
+		}
 	}
 }

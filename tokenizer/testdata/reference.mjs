@@ -1,7 +1,8 @@
 // Reference side of the differential test: @huggingface/tokenizers (tokenizers.js) on node.
 // Usage: node reference.mjs MODEL_DIR CORPUS_JSON [bench]
 // CORPUS_JSON is a JSON array of strings. Prints one JSON object per corpus entry:
-//   {ids, ids_nospecial, decode, decode_skip, stream (for the first 3000 ids)}
+//   {ids, ids_nospecial, decode, decode_skip, stream and stream_skip (first 3000 ids),
+//    primed (vLLM-style prime with a prompt prefix, then the next 200 ids)}
 // where stream is the chunk list the Rust DecodeStream::step algorithm yields when driven by this
 // implementation's decode (tokenizers.js has no DecodeStream of its own).
 // With "bench", prints {mb_per_s} for encoding the corpus instead.
@@ -18,11 +19,25 @@ const corpus = JSON.parse(readFileSync(corpusPath, "utf8"));
 // tokenizers.js throws on an empty id list where tokenizers returns "".
 const dec = (ids, skip) => ids.length === 0 ? "" : tok.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
 
-function stream(ids, skip) {
+const half = (ids) => Math.min(Math.floor(ids.length / 2), 40);
+
+function stream(ids, skip, prompt = []) {
   // tokenizers/src/tokenizer/mod.rs step_decode_stream, verbatim in JS.
   let window = [], prefix = "", prefixIndex = 0;
   const out = [];
-  for (const id of ids) {
+  // vLLM FastIncrementalDetokenizer.__init__: prime with the shortest prompt suffix of 4..23 ids
+  // whose decode (skip_special_tokens=True, the Python binding's default) has no U+FFFD.
+  let suffix = prompt;
+  if (prompt.length > 4) {
+    for (let i = 4; i < Math.min(prompt.length + 1, 24); i++) {
+      const s = prompt.slice(prompt.length - i);
+      if (!dec(s, true).includes("\uFFFD")) { suffix = s; break; }
+    }
+  }
+  const all = suffix.concat(ids);
+  for (let k = 0; k < all.length; k++) {
+    const id = all[k];
+    if (k === suffix.length) out.length = 0; // the prompt's own text is discarded
     if (prefix === "" && window.length > 0) {
       const np = dec(window, skip);
       if (!np.endsWith("\uFFFD")) { prefix = np; prefixIndex = window.length; }
@@ -66,6 +81,9 @@ if (mode === "bench") {
       decode: dec(ids, false), decode_skip: dec(ids, true),
       // The JS stream re-decodes per id: bounded so the long inputs stay cheap.
       stream: stream(ids.slice(0, 3000), false),
+      stream_skip: stream(ids.slice(0, 3000), true),
+      // Prompt = the first half of the ids (at most 40), continuation = the next 200.
+      primed: stream(ids.slice(half(ids), half(ids) + 200), true, ids.slice(0, half(ids))),
     }));
   }
 }
