@@ -42,6 +42,10 @@ type Model struct {
 	Dir, Name string
 	// TokenizerJSON is the raw tokenizer.json, for the tokenizer package.
 	TokenizerJSON []byte
+	// TokenizerConfigJSON is the raw tokenizer_config.json (nil without one): the
+	// tokenizer package applies what transformers takes from it that changes ids
+	// (add_bos_token/add_eos_token of the Llama and Gemma classes).
+	TokenizerConfigJSON []byte
 	// VocabSize bounds token ids: config.json's vocab_size, or, without one, the
 	// tokenizer's size (its largest id plus one), as vLLM's tokenizer bound.
 	VocabSize int64
@@ -116,6 +120,11 @@ func LoadFS(fsys fs.FS, name, chatTemplate string) (*Model, error) {
 	tcfg, err := readJSON(fsys, TokenizerConfigFile)
 	if err != nil {
 		return nil, err
+	}
+	if tcfg != nil {
+		if m.TokenizerConfigJSON, err = fs.ReadFile(fsys, TokenizerConfigFile); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := readJSON(fsys, ConfigFile)
 	if err != nil {

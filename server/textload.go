@@ -39,9 +39,11 @@ func (h *hfTokenizer) IDToToken(id int64) string {
 	return s
 }
 
-// NewTokenizer compiles a tokenizer.json for serve; added lists its added tokens.
-func NewTokenizer(tokenizerJSON []byte, added map[int64]model.AddedToken) (TextTokenizer, error) {
-	t, err := tokenizer.Load(tokenizerJSON)
+// NewTokenizer compiles a tokenizer.json for serve, with its tokenizer_config.json
+// (nil: none) applied as transformers applies it, so ids are vLLM's (DeepSeek V3
+// gets its BOS); added lists its added tokens.
+func NewTokenizer(tokenizerJSON, tokenizerConfigJSON []byte, added map[int64]model.AddedToken) (TextTokenizer, error) {
+	t, err := tokenizer.LoadWithConfig(tokenizerJSON, tokenizerConfigJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ func LoadText(dir, chatTemplate, servedName string) (*Text, *model.Model, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	tok, err := NewTokenizer(m.TokenizerJSON, m.AddedTokens)
+	tok, err := NewTokenizer(m.TokenizerJSON, m.TokenizerConfigJSON, m.AddedTokens)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, model.TokenizerFile), err)
 	}
@@ -100,7 +102,7 @@ func LoadEmbeddedText(name string) (*Text, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := NewTokenizer(m.TokenizerJSON, m.AddedTokens)
+	tok, err := NewTokenizer(m.TokenizerJSON, m.TokenizerConfigJSON, m.AddedTokens)
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,8 @@ func LoadDir(dir string) (*Tokenizer, error) {
 // Other classes (Qwen2, PreTrainedTokenizerFast, ...) keep tokenizer.json's post-processor.
 func LoadWithConfig(tokenizerJSON, tokenizerConfigJSON []byte) (*Tokenizer, error) {
 	t, err := Load(tokenizerJSON)
-	if err != nil {
-		return nil, err
+	if err != nil || len(tokenizerConfigJSON) == 0 {
+		return t, err // no tokenizer_config.json: tokenizer.json alone, as transformers
 	}
 	var c struct {
 		Class       string          `json:"tokenizer_class"`
