@@ -178,4 +178,3 @@ func stripBytes(dst []byte, base int, ch rune, start, stop int) []byte {
 	}
 	return dst
 }
-
