@@ -78,6 +78,9 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 			if err != nil {
 				return sigNone, err
 			}
+			if err := printable(v); err != nil {
+				return sigNone, err
+			}
 			s := str(v)
 			if err := r.spend(len(s)); err != nil {
 				return sigNone, err

@@ -59,7 +59,7 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 				v, _ := dictGet(recv, k)
 				out[i] = tuple{k, v}
 			}
-			return out, nil
+			return &seqView{items: out, kind: "dict_items"}, nil
 		case "keys", "values":
 			keys, _ := dictKeys(recv)
 			out := make([]any, len(keys))
@@ -70,7 +70,7 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 					out[i], _ = dictGet(recv, k)
 				}
 			}
-			return out, nil
+			return &seqView{items: out, kind: "dict_" + m.name}, nil
 		case "get":
 			if len(args) == 0 {
 				return nil, fmt.Errorf("get expected at least 1 argument")
