@@ -3,7 +3,6 @@ package chattemplate
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"strings"
 )
 
@@ -492,34 +491,4 @@ func pyFloorDiv(vx, wx float64) float64 {
 		floordiv += 1.0
 	}
 	return floordiv
-}
-
-// pyPow is float ** float. CPython calls the C library's pow, which glibc
-// rounds correctly in practice; Go's math.Pow can be off by an ulp, so an
-// integer exponent is computed exactly with big.Float and rounded once.
-func pyPow(x, y float64) float64 {
-	if y != math.Trunc(y) || math.Abs(y) > 1024 || x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
-		return math.Pow(x, y)
-	}
-	n := int(math.Abs(y))
-	prec := uint(53*n + 64)
-	if prec > 8192 {
-		prec = 8192
-	}
-	acc := new(big.Float).SetPrec(prec).SetFloat64(1)
-	base := new(big.Float).SetPrec(prec).SetFloat64(x)
-	for n > 0 {
-		if n&1 == 1 {
-			acc.Mul(acc, base)
-		}
-		n >>= 1
-		if n > 0 {
-			base.Mul(base, base)
-		}
-	}
-	if y < 0 {
-		acc.Quo(new(big.Float).SetPrec(prec).SetFloat64(1), acc)
-	}
-	f, _ := acc.Float64()
-	return f
 }

@@ -109,3 +109,110 @@ func TestDifferentialRandomExpressions(t *testing.T) {
 		}
 	}
 }
+
+// tmplGen builds random templates: text with blanks and newlines around
+// tags with random whitespace control, nested if/for/set/macro/raw/comments,
+// to find differences in trim_blocks/lstrip_blocks handling and scoping.
+type tmplGen struct {
+	exprGen
+	b strings.Builder
+}
+
+func (g *tmplGen) text() {
+	g.b.WriteString(g.pick("", " ", "  ", "\n", "\n  ", "  \n", "x", " y\n", "\n\n", "\t", "\t\n  z ", "a\n   "))
+}
+
+func (g *tmplGen) open(kind string) string {
+	return kind + g.pick("", "", "-", "+")
+}
+
+func (g *tmplGen) close(kind string) string {
+	return g.pick("", "", "-", "+") + kind
+}
+
+func (g *tmplGen) block(depth int) {
+	n := 1 + g.r.IntN(3)
+	for i := 0; i < n; i++ {
+		g.text()
+		switch k := g.r.IntN(9); {
+		case k < 3 || depth <= 0:
+			c := strings.TrimPrefix(g.close("}}"), "+") // "+}}" is not valid jinja2
+			g.b.WriteString(g.open("{{") + " " + g.expr(1) + " " + c)
+		case k == 3:
+			g.b.WriteString(g.open("{%") + " if " + g.expr(1) + " " + g.close("%}"))
+			g.block(depth - 1)
+			if g.r.IntN(2) == 0 {
+				g.text()
+				g.b.WriteString(g.open("{%") + " else " + g.close("%}"))
+				g.block(depth - 1)
+			}
+			g.text()
+			g.b.WriteString(g.open("{%") + " endif " + g.close("%}"))
+		case k == 4:
+			g.b.WriteString(g.open("{%") + " for item in " + g.pick("l", "s", "d", "objs", "messages", "[]", "range(3)") + " " + g.close("%}"))
+			g.block(depth - 1)
+			g.text()
+			g.b.WriteString(g.open("{{") + " loop.index ~ item " + g.pick("", "-") + "}}")
+			g.text()
+			g.b.WriteString(g.open("{%") + " endfor " + g.close("%}"))
+		case k == 5:
+			g.b.WriteString(g.open("{%") + " set v = " + g.expr(1) + " " + g.close("%}"))
+			g.text()
+			g.b.WriteString("{{ v }}")
+		case k == 6:
+			g.b.WriteString(g.open("{#") + " note " + g.close("#}"))
+		case k == 7:
+			g.b.WriteString(g.open("{%") + " raw " + g.close("%}") + "{{ raw }} {%x%}" + g.open("{%") + " endraw " + g.close("%}"))
+		default:
+			g.b.WriteString(g.open("{%") + " macro mm(a, b=2) " + g.close("%}"))
+			g.block(depth - 1)
+			g.b.WriteString("[{{ a }}{{ b }}]")
+			g.b.WriteString(g.open("{%") + " endmacro " + g.close("%}"))
+			g.text()
+			g.b.WriteString("{{ mm(" + g.expr(0) + ") }}")
+		}
+		g.text()
+	}
+}
+
+// TestDifferentialRandomTemplates renders random templates (fixed seed, or
+// CHATTEMPLATE_SEED) and requires the reference's bytes, or an error on
+// both sides.
+func TestDifferentialRandomTemplates(t *testing.T) {
+	seed := uint64(1)
+	if s := os.Getenv("CHATTEMPLATE_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	n := 400
+	if s := os.Getenv("CHATTEMPLATE_RANDOM_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	r := rand.New(rand.NewPCG(seed, 11))
+	var cases []refCase
+	for i := 0; i < n; i++ {
+		g := &tmplGen{exprGen: exprGen{r}}
+		g.block(1 + i%3)
+		cases = append(cases, refCase{Template: g.b.String(), Messages: json.RawMessage(snippetMessages),
+			Kwargs: json.RawMessage(snippetKwargs), Special: handSpecial, Now: pinnedUnix})
+	}
+	res := runReference(t, cases)
+	for i, c := range cases {
+		if res[i].Error != nil && (strings.HasPrefix(*res[i].Error, "Timeout") || strings.HasPrefix(*res[i].Error, "MemoryError")) {
+			continue
+		}
+		label := fmt.Sprintf("random template %d %q", i, c.Template)
+		tpl, err := Parse(c.Template)
+		if err != nil {
+			if res[i].Error == nil {
+				t.Errorf("%s: Parse: %v (reference rendered %q)", label, err, *res[i].Out)
+			}
+			continue
+		}
+		got, err := tpl.Render(inputFor(t, c))
+		if err != nil && res[i].Error == nil && strings.Contains(err.Error(), "unsupported:") {
+			t.Logf("%s: refused: %v", label, err)
+			continue
+		}
+		compareResult(t, label, got, err, res[i])
+	}
+}
