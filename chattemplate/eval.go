@@ -86,6 +86,19 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 				return sigNone, err
 			}
 			out.WriteString(s)
+		case *filterBlockNode:
+			var b strings.Builder
+			if _, err := r.exec(n.body, &frame{parent: f}, &b); err != nil {
+				return sigNone, err
+			}
+			v, err := r.eval(n.filter, &frame{parent: f, vars: map[string]any{blockVar: b.String()}})
+			if err != nil {
+				return sigNone, err
+			}
+			if err := printable(v); err != nil {
+				return sigNone, err
+			}
+			out.WriteString(str(v))
 		case *generationNode:
 			if _, err := r.exec(n.body, &frame{parent: f}, out); err != nil {
 				return sigNone, err
@@ -140,6 +153,12 @@ func (r *renderer) execSet(n *setNode, f *frame) error {
 			return err
 		}
 		v = b.String()
+		if n.filter != nil {
+			var err error
+			if v, err = r.eval(n.filter, &frame{parent: f, vars: map[string]any{blockVar: v}}); err != nil {
+				return err
+			}
+		}
 	} else {
 		var err error
 		if v, err = r.eval(n.value, f); err != nil {
