@@ -32,7 +32,12 @@ type (
 		defaults []expr // aligned with the tail of params
 		body     []node
 	}
-	generationNode  struct{ body []node }
+	generationNode struct{ body []node }
+	withNode       struct {
+		names  []string
+		values []expr
+		body   []node
+	}
 	filterBlockNode struct {
 		filter expr // filters applied to nameExpr{blockVar}
 		body   []node

@@ -79,6 +79,8 @@ func walkNodes(body []node, visit func(node)) {
 			walkNodes(n.body, visit)
 		case *filterBlockNode:
 			walkNodes(n.body, visit)
+		case *withNode:
+			walkNodes(n.body, visit)
 		case *ifNode:
 			for _, b := range n.bodies {
 				walkNodes(b, visit)

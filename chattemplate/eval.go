@@ -86,6 +86,18 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 				return sigNone, err
 			}
 			out.WriteString(s)
+		case *withNode:
+			wf := &frame{parent: f, vars: make(map[string]any, len(n.names))}
+			for i, name := range n.names {
+				v, err := r.eval(n.values[i], f)
+				if err != nil {
+					return sigNone, err
+				}
+				wf.vars[name] = v
+			}
+			if sig, err := r.exec(n.body, wf, out); sig != sigNone || err != nil {
+				return sig, err
+			}
 		case *filterBlockNode:
 			var b strings.Builder
 			if _, err := r.exec(n.body, &frame{parent: f}, &b); err != nil {

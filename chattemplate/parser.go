@@ -115,6 +115,36 @@ func (p *parser) parseStatement() (node, error) {
 		return p.parseSet()
 	case "macro":
 		return p.parseMacro()
+	case "with":
+		// {% with a = 1, b = a %}...{% endwith %}: a scope whose values are
+		// computed in the enclosing one (jinja2 evaluates them all outside).
+		n := &withNode{}
+		for p.peek().kind != tBlockEnd {
+			if len(n.names) > 0 {
+				if err := p.expectOp(","); err != nil {
+					return nil, err
+				}
+			}
+			name, err := p.expectName()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectOp("="); err != nil {
+				return nil, err
+			}
+			v, err := p.parseExpr()
+			if err != nil {
+				return nil, err
+			}
+			n.names, n.values = append(n.names, name), append(n.values, v)
+		}
+		p.next()
+		body, _, err := p.parseBody("endwith")
+		if err != nil {
+			return nil, err
+		}
+		n.body = body
+		return n, p.expectBlockEnd()
 	case "filter":
 		// {% filter f | g %}...{% endfilter %}: the body, filtered. The
 		// first filter comes without "|" (jinja2's start_inline): put one in.
