@@ -38,7 +38,10 @@ func (g *exprGen) expr(depth int) string {
 		return g.atom()
 	}
 	a := func() string { return g.expr(depth - 1) }
-	switch g.r.IntN(9) {
+	switch g.r.IntN(10) {
+	case 9:
+		return g.pick("'{}'", "'{!r}'", "'{:>7}'", "'{:<4}|'", "'{:^9}'", "'{:.2f}'", "'{:+d}'", "'{:,}'", "'{:08.3f}'", "'{:x}'", "'{:.1%}'", "'{:e}'", "'{:.2}'", "'{:g}'", "'{:.3g}'", "'{:#.3g}'", "'{:.1}'", "'{:10.4}'", "'%s'", "'%5.1f'", "'%d|%r'", "'%-6s|'", "'%x'") +
+			g.pick(".format(", " % (") + a() + g.pick(")", ", "+a()+")")
 	case 0:
 		return a() + " " + g.pick("+", "-", "*", "/", "//", "%", "~", "**") + " " + a()
 	case 1:
