@@ -50,7 +50,7 @@ func pyStrFormat(f string, args []any, kw map[string]any) (string, error) {
 				return "", fmt.Errorf("cannot switch from manual field specification to automatic field numbering")
 			}
 			if auto >= len(args) {
-				return "", fmt.Errorf("Replacement index %d out of range for positional args tuple", auto)
+				return "", fmt.Errorf("replacement index %d out of range for positional args tuple", auto)
 			}
 			v = args[auto]
 			auto++
@@ -61,7 +61,7 @@ func pyStrFormat(f string, args []any, kw map[string]any) (string, error) {
 			}
 			manual = true
 			if n >= len(args) {
-				return "", fmt.Errorf("Replacement index %d out of range for positional args tuple", n)
+				return "", fmt.Errorf("replacement index %d out of range for positional args tuple", n)
 			}
 			v = args[n]
 		default:
@@ -170,7 +170,7 @@ func formatSpec(v any, spec string) (string, error) {
 			}
 		case typ == 0 && !isF:
 			if prec >= 0 {
-				return "", fmt.Errorf("Precision not allowed in integer format specifier")
+				return "", fmt.Errorf("precision not allowed in integer format specifier")
 			}
 			typ = 'd'
 		case typ == 0 && prec < 0:
@@ -187,7 +187,7 @@ func formatSpec(v any, spec string) (string, error) {
 			switch typ {
 			case 'd', 'x', 'X', 'o', 'b':
 				if isF {
-					return "", fmt.Errorf("Unknown format code '%c' for object of type 'float'", typ)
+					return "", fmt.Errorf("unknown format code '%c' for object of type 'float'", typ)
 				}
 				base := map[byte]int{'d': 10, 'x': 16, 'X': 16, 'o': 8, 'b': 2}[typ]
 				body = strconv.FormatInt(i, base)
