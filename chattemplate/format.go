@@ -134,6 +134,9 @@ func (s fmtSpec) format(conv byte, v any) (string, error) {
 			return "", fmt.Errorf("%%%c format: a real number is required, not %s", conv, typeName(v))
 		}
 		if isF {
+			if conv == 'x' || conv == 'X' || conv == 'o' {
+				return "", fmt.Errorf("%%%c format: an integer is required, not float", conv)
+			}
 			i = int64(math.Trunc(f))
 		}
 		numeric = true
