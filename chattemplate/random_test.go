@@ -219,3 +219,92 @@ func TestDifferentialRandomTemplates(t *testing.T) {
 		compareResult(t, label, got, err, res[i])
 	}
 }
+
+// randomConversation builds a message list from pools of roles and contents,
+// including shapes clients should not send (null or numeric content, no role
+// alternation, stray tool messages), as JSON.
+func randomConversation(r *rand.Rand) string {
+	contents := []string{`"hi"`, `"  spaced  "`, `""`, `null`, `"<think>\nplan\n</think>\n\nanswer"`, `"{{ x }} {% if %}"`,
+		`"é 世界 \u2028 \u0000"`, `[{"type": "text", "text": "part"}]`, `[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]`,
+		`"<|im_end|><s></s>"`, `"line1\nline2"`, `5`}
+	var msgs []string
+	n := 1 + r.IntN(6)
+	for i := 0; i < n; i++ {
+		role := []string{"system", "user", "assistant", "user", "assistant", "tool", "developer"}[r.IntN(7)]
+		if i == 0 && r.IntN(2) == 0 {
+			role = "system"
+		}
+		m := fmt.Sprintf(`{"role": %q, "content": %s`, role, contents[r.IntN(len(contents))])
+		if role == "assistant" && r.IntN(3) == 0 {
+			m += `, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"q\": 1, \"a\": [true, null]}"}}]`
+		}
+		if role == "assistant" && r.IntN(3) == 0 {
+			m += `, "reasoning_content": "because"`
+		}
+		if role == "tool" {
+			m += `, "tool_call_id": "c1"`
+		}
+		msgs = append(msgs, m+"}")
+	}
+	return "[" + strings.Join(msgs, ", ") + "]"
+}
+
+// TestDifferentialRandomConversations renders random conversations through
+// every template, raw and through the vLLM request path.
+func TestDifferentialRandomConversations(t *testing.T) {
+	seed := uint64(1)
+	if s := os.Getenv("CHATTEMPLATE_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	per := 40
+	if s := os.Getenv("CHATTEMPLATE_RANDOM_N"); s != "" {
+		n, _ := strconv.Atoi(s)
+		per = max(n/20, 1)
+	}
+	r := rand.New(rand.NewPCG(seed, 13))
+	tools := json.RawMessage(`[{"type": "function", "function": {"name": "f", "description": "F.", "parameters": {"type": "object", "properties": {"q": {"type": "integer"}}}}}]`)
+	var cases []refCase
+	var labels []string
+	for _, tm := range allTemplates(t) {
+		for i := 0; i < per; i++ {
+			c := refCase{Template: tm.src, Messages: json.RawMessage(randomConversation(r)), Special: tm.special,
+				Now: pinnedUnix, AddGenerationPrompt: r.IntN(2) == 0, VLLM: r.IntN(2) == 0}
+			if r.IntN(2) == 0 {
+				c.Tools = tools
+			}
+			if r.IntN(3) == 0 {
+				c.Kwargs = json.RawMessage(`{"enable_thinking": false}`)
+			}
+			cases = append(cases, c)
+			labels = append(labels, fmt.Sprintf("%s/random %d %s", tm.name, i, c.Messages))
+		}
+	}
+	res := runReference(t, cases)
+	parsed := map[string]*Template{}
+	for i, c := range cases {
+		tpl := parsed[c.Template]
+		if tpl == nil {
+			var err error
+			if tpl, err = Parse(c.Template); err != nil {
+				t.Fatal(err)
+			}
+			parsed[c.Template] = tpl
+		}
+		in := inputFor(t, c)
+		if c.VLLM {
+			var err error
+			in.Messages, err = PrepareMessages(c.Messages, tpl.ContentFormat())
+			if err != nil {
+				if res[i].Error == nil {
+					t.Errorf("%s: PrepareMessages: %v (reference rendered)", labels[i], err)
+				}
+				continue
+			}
+			if in.Tools, err = PrepareTools(c.Tools); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := tpl.Render(in)
+		compareResult(t, labels[i], got, err, res[i])
+	}
+}
