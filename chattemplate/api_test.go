@@ -45,7 +45,6 @@ func TestParseRefusesNamingTheFeature(t *testing.T) {
 		`{% if x is foo %}{% endif %}`:               "foo",
 		`{% for x in y recursive %}{% endfor %}`:     "recursive",
 		`{% call m() %}{% endcall %}`:                "call",
-		`{% filter upper %}x{% endfilter %}`:         "filter",
 		`{{ f(*args) }}`:                             "*args",
 		`{% extends "base" %}`:                       "extends",
 		`{% macro m() %}{% endmacro %}{{ m() | x }}`: "x",

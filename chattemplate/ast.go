@@ -24,6 +24,7 @@ type (
 		nsAttr  string   // set ns.attr = value: targets[0] is ns
 		value   expr     // nil for a block set
 		body    []node   // {% set x %}...{% endset %}
+		filter  expr     // {% set x | f %}: filters applied to nameExpr{blockVar}
 	}
 	macroNode struct {
 		name     string
@@ -32,8 +33,17 @@ type (
 		body     []node
 	}
 	generationNode struct{ body []node }
-	breakNode      struct{}
-	continueNode   struct{}
+	withNode       struct {
+		names  []string
+		values []expr
+		body   []node
+	}
+	filterBlockNode struct {
+		filter expr // filters applied to nameExpr{blockVar}
+		body   []node
+	}
+	breakNode    struct{}
+	continueNode struct{}
 )
 
 // Expression nodes.
@@ -83,6 +93,10 @@ type (
 	tupleExpr struct{ items []expr }
 	dictExpr  struct{ keys, vals []expr }
 )
+
+// blockVar names the rendered body of a filtered block inside its filter
+// expression; no template can spell it.
+const blockVar = "\x00block"
 
 type kwArg struct {
 	name string

@@ -77,6 +77,10 @@ func walkNodes(body []node, visit func(node)) {
 		switch n := n.(type) {
 		case *generationNode:
 			walkNodes(n.body, visit)
+		case *filterBlockNode:
+			walkNodes(n.body, visit)
+		case *withNode:
+			walkNodes(n.body, visit)
 		case *ifNode:
 			for _, b := range n.bodies {
 				walkNodes(b, visit)

@@ -78,11 +78,39 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 			if err != nil {
 				return sigNone, err
 			}
+			if err := printable(v); err != nil {
+				return sigNone, err
+			}
 			s := str(v)
 			if err := r.spend(len(s)); err != nil {
 				return sigNone, err
 			}
 			out.WriteString(s)
+		case *withNode:
+			wf := &frame{parent: f, vars: make(map[string]any, len(n.names))}
+			for i, name := range n.names {
+				v, err := r.eval(n.values[i], f)
+				if err != nil {
+					return sigNone, err
+				}
+				wf.vars[name] = v
+			}
+			if sig, err := r.exec(n.body, wf, out); sig != sigNone || err != nil {
+				return sig, err
+			}
+		case *filterBlockNode:
+			var b strings.Builder
+			if _, err := r.exec(n.body, &frame{parent: f}, &b); err != nil {
+				return sigNone, err
+			}
+			v, err := r.eval(n.filter, &frame{parent: f, vars: map[string]any{blockVar: b.String()}})
+			if err != nil {
+				return sigNone, err
+			}
+			if err := printable(v); err != nil {
+				return sigNone, err
+			}
+			out.WriteString(str(v))
 		case *generationNode:
 			if _, err := r.exec(n.body, &frame{parent: f}, out); err != nil {
 				return sigNone, err
@@ -137,6 +165,12 @@ func (r *renderer) execSet(n *setNode, f *frame) error {
 			return err
 		}
 		v = b.String()
+		if n.filter != nil {
+			var err error
+			if v, err = r.eval(n.filter, &frame{parent: f, vars: map[string]any{blockVar: v}}); err != nil {
+				return err
+			}
+		}
 	} else {
 		var err error
 		if v, err = r.eval(n.value, f); err != nil {

@@ -46,7 +46,7 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return filters[e.name](r, v, args, kw)
+		return r.applyFilter(e.name, v, args, kw)
 	case *testExpr:
 		v, err := r.eval(e.arg, f)
 		if err != nil {
@@ -55,6 +55,13 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		args, _, err := r.evalArgs(e.args, nil, f)
 		if err != nil {
 			return nil, err
+		}
+		if m, ok := v.(markup); ok { // tests see a Markup as the str it is
+			v = string(m)
+		}
+		args = plainArgs(args)
+		if want := testArity[e.name]; len(args) > want {
+			return nil, fmt.Errorf("test_%s() takes %d positional argument(s) but %d were given", e.name, want+1, len(args)+1)
 		}
 		ok, err := tests[e.name](r, v, args)
 		return ok != e.negate, err
@@ -182,7 +189,10 @@ func (r *renderer) evalCall(e *callExpr, f *frame) (any, error) {
 	case builtin:
 		return fn(r, args, kw)
 	case *method:
-		return r.callMethod(fn, args, kw)
+		if m, ok := fn.recv.(markup); ok {
+			return r.callMarkupMethod(m, fn.name, args, kw)
+		}
+		return r.callMethod(fn, plainArgs(args), plainKw(kw))
 	case Undefined:
 		return nil, fmt.Errorf("'%s' is undefined", fn.name)
 	}
@@ -211,11 +221,32 @@ func (r *renderer) evalBin(e *binExpr, f *frame) (any, error) {
 		return nil, err
 	}
 	if e.op == "~" {
+		if err := printable(l); err != nil {
+			return nil, err
+		}
+		if err := printable(rv); err != nil {
+			return nil, err
+		}
 		ls, rs := str(l), str(rv)
 		if err := r.spend(len(ls) + len(rs)); err != nil {
 			return nil, err
 		}
 		return ls + rs, nil
+	}
+	if e.op == "**" && negLiteral(e.l) {
+		if _, isLit := e.r.(*litExpr); !isLit && !negLiteral(e.r) {
+			// jinja2 folds -<number> into a constant and emits "-c ** x"
+			// into Python source, which Python reads as -(c ** x).
+			c, err := negate("-", l)
+			if err != nil {
+				return nil, err
+			}
+			p, err := arith("**", c, rv)
+			if err != nil {
+				return nil, err
+			}
+			return negate("-", p)
+		}
 	}
 	v, err := arith(e.op, l, rv)
 	if s, ok := v.(string); ok {
@@ -224,6 +255,24 @@ func (r *renderer) evalBin(e *binExpr, f *frame) (any, error) {
 		}
 	}
 	return v, err
+}
+
+// negLiteral: a unary minus applied to a number literal (what jinja2's
+// optimizer folds into a negative constant).
+func negLiteral(e expr) bool {
+	u, ok := e.(*unaryExpr)
+	if !ok || u.op != "-" {
+		return false
+	}
+	lit, ok := u.x.(*litExpr)
+	if !ok {
+		return false
+	}
+	switch lit.v.(type) {
+	case int64, float64:
+		return true
+	}
+	return false
 }
 
 func (r *renderer) evalSlice(e *sliceExpr, f *frame) (any, error) {
@@ -245,6 +294,16 @@ func (r *renderer) evalSlice(e *sliceExpr, f *frame) (any, error) {
 
 // slice is Python's obj[lo:hi:step] for lists, tuples and strings.
 func slice(obj, lo, hi, step any) (any, error) {
+	if m, ok := obj.(markup); ok {
+		v, err := slice(string(m), lo, hi, step)
+		if s, isStr := v.(string); isStr {
+			return markup(s), err
+		}
+		return v, err
+	}
+	if _, ok := obj.(*seqView); ok {
+		return nil, fmt.Errorf("'%s' object is not subscriptable", typeName(obj))
+	}
 	var items []any
 	isStr := false
 	switch x := normalize(obj).(type) {
@@ -346,6 +405,12 @@ func slice(obj, lo, hi, step any) (any, error) {
 // getAttr is jinja2's environment.getattr: a Python attribute (method) first,
 // then the item of that name.
 func getAttr(obj any, name string) (any, error) {
+	if m, ok := obj.(markup); ok {
+		if strMethods[name] {
+			return &method{recv: m, name: name}, nil
+		}
+		return Undefined{name}, nil
+	}
 	switch x := normalize(obj).(type) {
 	case Undefined:
 		return nil, undefErr(x)
@@ -378,6 +443,17 @@ func getAttr(obj any, name string) (any, error) {
 // getItem is jinja2's environment.getitem: the item first, then for a string
 // key the attribute.
 func getItem(obj, key any) (any, error) {
+	key = normalize(key)
+	if m, ok := obj.(markup); ok { // Markup.__getitem__ returns Markup
+		v, err := getItem(string(m), key)
+		if s, isStr := v.(string); isStr {
+			return markup(s), err
+		}
+		return v, err
+	}
+	if _, ok := obj.(*seqView); ok { // not subscriptable: jinja2 gives undefined
+		return Undefined{str(key)}, nil
+	}
 	switch x := normalize(obj).(type) {
 	case Undefined:
 		return nil, undefErr(x)

@@ -56,6 +56,9 @@ func init() {
 			return items[0], nil
 		},
 		"last": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			if s, ok := v.(*seqView); ok && s.isIterator() {
+				return nil, fmt.Errorf("'%s' object is not reversible", s.kind)
+			}
 			items, err := iterate(v)
 			if err != nil || len(items) == 0 {
 				return Undefined{"last"}, err
@@ -64,6 +67,9 @@ func init() {
 		},
 		"float": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
 			def := arg(args, kw, 0, "default", 0.0)
+			if u, ok := v.(Undefined); ok { // Undefined.__float__ raises
+				return nil, undefErr(u)
+			}
 			if _, f, _, ok := num(v); ok {
 				return f, nil
 			}
@@ -81,12 +87,13 @@ func init() {
 		},
 		"items": func(r *renderer, v any, _ []any, _ map[string]any) (any, error) {
 			if isUndef(v) {
-				return []any{}, nil
+				return generator(nil), nil
 			}
 			if _, ok := dictKeys(v); !ok {
 				return nil, fmt.Errorf("can only get item pairs from a mapping")
 			}
-			return r.callMethod(&method{recv: normalize(v), name: "items"}, nil, nil)
+			items, err := r.callMethod(&method{recv: normalize(v), name: "items"}, nil, nil)
+			return generator(normalize(items).([]any)), err
 		},
 		"join":       joinFilter,
 		"map":        mapFilter,
@@ -113,6 +120,10 @@ func init() {
 			for i, it := range items {
 				out[len(items)-1-i] = it
 			}
+			switch normalize(v).(type) {
+			case []any, tuple: // reversed(list)
+				return &seqView{items: out, kind: "list_reverseiterator"}, nil
+			}
 			return out, nil
 		},
 		"round": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
@@ -125,7 +136,10 @@ func init() {
 			m := math.Pow(10, float64(p))
 			switch method {
 			case "common":
-				return math.RoundToEven(f*m) / m, nil
+				if i, _, isF, _ := num(v); !isF && p >= 0 {
+					return i, nil // Python's round(int, n) is the int
+				}
+				return pyRound(f, p), nil
 			case "ceil":
 				return math.Ceil(f*m) / m, nil
 			case "floor":
@@ -133,9 +147,14 @@ func init() {
 			}
 			return nil, fmt.Errorf("method must be common, ceil or floor")
 		},
-		"safe":   func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return v, nil },
-		"string": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return str(v), nil },
-		"escape": escapeFilter,
+		"safe": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return v, nil },
+		"string": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			if err := printable(v); err != nil {
+				return nil, err
+			}
+			return str(v), nil
+		},
+		"escape": escapeFilter, // applyFilter handles escape, e and safe
 		"e":      escapeFilter,
 		"sort":   sortFilter,
 		"unique": uniqueFilter,
@@ -208,6 +227,9 @@ func jinjaTitle(s string) string {
 }
 
 func lengthFilter(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+	if s, ok := v.(*seqView); ok && s.isIterator() {
+		return nil, fmt.Errorf("object of type '%s' has no len()", s.kind)
+	}
 	switch x := normalize(v).(type) {
 	case string:
 		return int64(len([]rune(x))), nil
@@ -235,6 +257,9 @@ func defaultFilter(_ *renderer, v any, args []any, kw map[string]any) (any, erro
 }
 
 func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	if u, ok := v.(Undefined); ok { // Undefined.__int__ raises
+		return nil, undefErr(u)
+	}
 	def := arg(args, kw, 0, "default", int64(0))
 	base, _ := toInt(arg(args, kw, 1, "base", int64(10)))
 	switch x := normalize(v).(type) {
@@ -328,6 +353,14 @@ func joinFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) 
 }
 
 func mapFilter(r *renderer, v any, args []any, kw map[string]any) (any, error) {
+	out, err := mapItems(r, v, args, kw)
+	return generator(out), err
+}
+
+func mapItems(r *renderer, v any, args []any, kw map[string]any) ([]any, error) {
+	if !truthy(v) { // jinja2: "if value: for item in value"
+		return nil, nil
+	}
 	items, err := iterate(v)
 	if err != nil {
 		return nil, err
@@ -363,6 +396,9 @@ func mapFilter(r *renderer, v any, args []any, kw map[string]any) (any, error) {
 
 func selectFilter(reject, byAttr bool) filterFn {
 	return func(r *renderer, v any, args []any, _ map[string]any) (any, error) {
+		if !truthy(v) { // jinja2: "if value: for item in value"
+			return generator(nil), nil
+		}
 		items, err := iterate(v)
 		if err != nil {
 			return nil, err
@@ -400,7 +436,7 @@ func selectFilter(reject, byAttr bool) filterFn {
 				out = append(out, it)
 			}
 		}
-		return out, nil
+		return generator(out), nil
 	}
 }
 
@@ -466,3 +502,17 @@ func pySplitlines(s string) []string {
 	}
 	return out
 }
+
+// pyRound is Python's round(float, ndigits): the decimal rounding of the
+// exact binary value, ties to even.
+func pyRound(f float64, ndigits int) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return f
+	}
+	s := strconv.FormatFloat(f, 'f', ndigits, 64) // exact, round-half-even on the true value
+	r, _ := strconv.ParseFloat(s, 64)
+	return r
+}
+
+// generator wraps what a jinja2 generator filter yields.
+func generator(items []any) *seqView { return &seqView{items: items, kind: "generator"} }

@@ -12,11 +12,16 @@ import (
 func pyPercent(format string, args any) (string, error) {
 	var pos []any
 	var mapping any
+	// CPython skips the "not all arguments converted" check when the
+	// argument supports indexing and is not a tuple or str (dicts, lists).
+	mappingLike := false
 	switch a := args.(type) {
 	case tuple:
 		pos = a
 	case *Object, map[string]any:
-		mapping, pos = a, []any{a}
+		mapping, pos, mappingLike = a, []any{a}, true
+	case []any, *pyRange, Undefined:
+		pos, mappingLike = []any{a}, true
 	default:
 		pos = []any{args}
 	}
@@ -99,7 +104,7 @@ func pyPercent(format string, args any) (string, error) {
 		}
 		b.WriteString(s)
 	}
-	if used < len(pos) && !usedMapping && mapping == nil {
+	if used < len(pos) && !usedMapping && !mappingLike {
 		return "", fmt.Errorf("not all arguments converted during string formatting")
 	}
 	return b.String(), nil
@@ -129,6 +134,9 @@ func (s fmtSpec) format(conv byte, v any) (string, error) {
 			return "", fmt.Errorf("%%%c format: a real number is required, not %s", conv, typeName(v))
 		}
 		if isF {
+			if conv == 'x' || conv == 'X' || conv == 'o' {
+				return "", fmt.Errorf("%%%c format: an integer is required, not float", conv)
+			}
 			i = int64(math.Trunc(f))
 		}
 		numeric = true

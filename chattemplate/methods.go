@@ -20,7 +20,7 @@ type method struct {
 var strMethods = setOf("startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
 	"replace", "upper", "lower", "title", "capitalize", "find", "rfind", "count", "join",
 	"splitlines", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", "removeprefix",
-	"removesuffix", "index", "zfill")
+	"removesuffix", "index", "zfill", "format")
 var dictMethods = setOf("items", "keys", "values", "get")
 var listMethods = setOf("index", "count")
 
@@ -59,7 +59,7 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 				v, _ := dictGet(recv, k)
 				out[i] = tuple{k, v}
 			}
-			return out, nil
+			return &seqView{items: out, kind: "dict_items"}, nil
 		case "keys", "values":
 			keys, _ := dictKeys(recv)
 			out := make([]any, len(keys))
@@ -70,7 +70,7 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 					out[i], _ = dictGet(recv, k)
 				}
 			}
-			return out, nil
+			return &seqView{items: out, kind: "dict_" + m.name}, nil
 		case "get":
 			if len(args) == 0 {
 				return nil, fmt.Errorf("get expected at least 1 argument")
@@ -247,6 +247,8 @@ func strMethod(s, name string, args []any, kw map[string]any) (any, error) {
 	case "removesuffix":
 		p, _, err := argStr(args, 0, name)
 		return strings.TrimSuffix(s, p), err
+	case "format":
+		return pyStrFormat(s, args, kw)
 	case "zfill":
 		w := 0
 		if len(args) > 0 {

@@ -115,6 +115,58 @@ func (p *parser) parseStatement() (node, error) {
 		return p.parseSet()
 	case "macro":
 		return p.parseMacro()
+	case "with":
+		// {% with a = 1, b = a %}...{% endwith %}: a scope whose values are
+		// computed in the enclosing one (jinja2 evaluates them all outside).
+		n := &withNode{}
+		for p.peek().kind != tBlockEnd {
+			if len(n.names) > 0 {
+				if err := p.expectOp(","); err != nil {
+					return nil, err
+				}
+			}
+			name, err := p.expectName()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectOp("="); err != nil {
+				return nil, err
+			}
+			v, err := p.parseExpr()
+			if err != nil {
+				return nil, err
+			}
+			n.names, n.values = append(n.names, name), append(n.values, v)
+		}
+		p.next()
+		body, _, err := p.parseBody("endwith")
+		if err != nil {
+			return nil, err
+		}
+		n.body = body
+		return n, p.expectBlockEnd()
+	case "filter":
+		// {% filter f | g %}...{% endfilter %}: the body, filtered. The
+		// first filter comes without "|" (jinja2's start_inline): put one in.
+		if p.peek().kind != tName {
+			return nil, p.errf(kw, "expected a filter after 'filter'")
+		}
+		p.toks = append(p.toks[:p.pos], append([]token{{tOp, "|", kw.line}}, p.toks[p.pos:]...)...)
+		f, err := p.parseFilterExpr(&nameExpr{blockVar})
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := f.(*filterExpr); !ok {
+			return nil, p.errf(kw, "expected a filter after 'filter'")
+		}
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		body, _, err := p.parseBody("endfilter")
+		if err != nil {
+			return nil, err
+		}
+		return &filterBlockNode{filter: f, body: body}, p.expectBlockEnd()
 	case "break", "continue":
 		if p.loops == 0 { // jinja2's compiler refuses these too
 			return nil, p.errf(kw, "'%s' outside loop", kw.val)
@@ -281,8 +333,16 @@ func (p *parser) parseSet() (node, error) {
 			return nil, err
 		}
 	}
-	if p.peek().kind == tBlockEnd && n.nsAttr == "" && len(n.targets) == 1 {
-		p.next()
+	if (p.peek().kind == tBlockEnd || p.isOp("|")) && n.nsAttr == "" && len(n.targets) == 1 {
+		// {% set x %}...{% endset %}, optionally {% set x | filters %}
+		if p.isOp("|") {
+			if n.filter, err = p.parseFilterExpr(&nameExpr{blockVar}); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
 		body, _, err := p.parseBody("endset")
 		if err != nil {
 			return nil, err

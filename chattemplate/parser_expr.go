@@ -345,6 +345,25 @@ func (p *parser) parseSubscript(obj expr) (expr, error) {
 			p.next()
 			break
 		}
+		if parts[i] != nil && p.isOp(",") && !isSlice {
+			// x[a, b] subscripts with a tuple, as jinja2's parse_subscript
+			items := []expr{parts[0]}
+			for p.isOp(",") {
+				p.next()
+				if p.isOp("]") {
+					break
+				}
+				e, err := p.parseExpr()
+				if err != nil {
+					return nil, err
+				}
+				items = append(items, e)
+			}
+			if err := p.expectOp("]"); err != nil {
+				return nil, err
+			}
+			return &itemExpr{obj, &tupleExpr{items}}, nil
+		}
 		if parts[i] != nil {
 			return nil, p.errf(p.peek(), "unsupported subscript")
 		}
@@ -355,8 +374,8 @@ func (p *parser) parseSubscript(obj expr) (expr, error) {
 		parts[i] = e
 	}
 	if !isSlice {
-		if parts[0] == nil {
-			return nil, p.errf(p.peek(), "empty subscript")
+		if parts[0] == nil { // x[] subscripts with an empty tuple
+			return &itemExpr{obj, &tupleExpr{}}, nil
 		}
 		return &itemExpr{obj, parts[0]}, nil
 	}
@@ -461,7 +480,7 @@ func (p *parser) parseFilterExpr(e expr) (expr, error) {
 					return nil, err
 				}
 			case nt.kind == tString || nt.kind == tInt || nt.kind == tFloat || p.isOp("[") || p.isOp("{") ||
-				(nt.kind == tName && nt.val != "else" && nt.val != "or" && nt.val != "and" && nt.val != "if" && nt.val != "in" && nt.val != "not" && nt.val != "is"):
+				(nt.kind == tName && nt.val != "else" && nt.val != "or" && nt.val != "and"):
 				a, err := p.parsePrimary()
 				if err != nil {
 					return nil, err

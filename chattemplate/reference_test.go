@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -62,6 +63,7 @@ func runReference(t testing.TB, cases []refCase) []refResult {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, filepath.Join("testdata", "reference.py"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive a timed-out test
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

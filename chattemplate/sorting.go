@@ -8,7 +8,7 @@ import (
 
 // sortKey lower-cases strings unless case sensitive, as jinja2's ignore_case.
 func sortKey(v any, caseSensitive bool) any {
-	if s, ok := v.(string); ok && !caseSensitive {
+	if s, ok := normalize(v).(string); ok && !caseSensitive {
 		return strings.ToLower(s)
 	}
 	return v
@@ -82,7 +82,7 @@ func dictsortFilter(r *renderer, v any, args []any, kw map[string]any) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return sortItems(items.([]any), func(it any) (any, error) { return sortKey(it.(tuple)[pos], cs), nil }, reverse)
+	return sortItems(normalize(items).([]any), func(it any) (any, error) { return sortKey(it.(tuple)[pos], cs), nil }, reverse)
 }
 
 func uniqueFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
@@ -102,6 +102,9 @@ func uniqueFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error
 			}
 		}
 		k = sortKey(k, cs)
+		if !hashable(k) {
+			return nil, fmt.Errorf("unhashable type: '%s'", typeName(k))
+		}
 		dup := false
 		for _, s := range seen {
 			if equal(s, k) {
@@ -114,7 +117,7 @@ func uniqueFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error
 			out = append(out, it)
 		}
 	}
-	return out, nil
+	return generator(out), nil
 }
 
 func minMaxFilter(isMax bool) filterFn {

@@ -5,6 +5,13 @@ import (
 	"strings"
 )
 
+// testArity is how many arguments a test takes besides its subject (0 when
+// absent): jinja2 raises TypeError for more.
+var testArity = map[string]int{
+	"divisibleby": 1, "sameas": 1, "in": 1, "eq": 1, "equalto": 1, "==": 1, "ne": 1, "!=": 1,
+	"lt": 1, "lessthan": 1, "<": 1, "le": 1, "<=": 1, "gt": 1, "greaterthan": 1, ">": 1, "ge": 1, ">=": 1,
+}
+
 // tests are jinja2's tests ("x is defined", "x is string", ...).
 func init() {
 	tests = map[string]testFn{
@@ -27,6 +34,9 @@ func init() {
 			return false, nil
 		},
 		"sequence": func(_ *renderer, v any, _ []any) (bool, error) {
+			if _, ok := v.(*seqView); ok { // no __getitem__
+				return false, nil
+			}
 			switch normalize(v).(type) {
 			case string, []any, tuple, *Object, map[string]any, Undefined:
 				return true, nil
@@ -40,8 +50,8 @@ func init() {
 			}
 			return false, nil
 		},
-		"odd":         intTest(func(i int64) bool { return i%2 != 0 }),
-		"even":        intTest(func(i int64) bool { return i%2 == 0 }),
+		"odd":         modTest(int64(1)),
+		"even":        modTest(int64(0)),
 		"divisibleby": divisibleTest,
 		"sameas": func(_ *renderer, v any, args []any) (bool, error) {
 			if len(args) != 1 {
@@ -84,13 +94,14 @@ func cmpTest(op string) testFn {
 	}
 }
 
-func intTest(f func(int64) bool) testFn {
+// modTest is jinja2's odd/even: value % 2 == want (floats too).
+func modTest(want int64) testFn {
 	return func(_ *renderer, v any, _ []any) (bool, error) {
-		i, _, isF, ok := num(v)
-		if !ok || isF {
-			return false, fmt.Errorf("unsupported operand type for %%: '%s'", typeName(v))
+		m, err := arith("%", v, int64(2))
+		if err != nil {
+			return false, err
 		}
-		return f(i), nil
+		return equal(m, want), nil
 	}
 }
 

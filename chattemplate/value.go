@@ -25,6 +25,16 @@ type Undefined struct{ name string }
 
 type tuple []any
 
+// seqView is a lazy Python sequence a filter or method returns: a generator
+// (select, map, items ...: always true, no len, prints with an address) or
+// a dict view (dict.items()/keys()/values(): sized, prints as dict_items([...])).
+type seqView struct {
+	items []any
+	kind  string // "generator", "list_reverseiterator", "dict_items", "dict_keys", "dict_values"
+}
+
+func (v *seqView) isIterator() bool { return !strings.HasPrefix(v.kind, "dict_") }
+
 // pyRange is what range() returns: it iterates as its items but prints as
 // Python's range object does.
 type pyRange struct {
@@ -142,7 +152,11 @@ func normalize(v any) any {
 			l[i] = m
 		}
 		return l
+	case markup:
+		return string(x)
 	case *pyRange:
+		return x.items
+	case *seqView:
 		return x.items
 	case []string:
 		l := make([]any, len(x))
@@ -155,6 +169,9 @@ func normalize(v any) any {
 }
 
 func truthy(v any) bool {
+	if s, ok := v.(*seqView); ok {
+		return s.isIterator() || len(s.items) > 0
+	}
 	switch x := normalize(v).(type) {
 	case nil, Undefined:
 		return false
@@ -182,6 +199,12 @@ func isUndef(v any) bool { _, ok := v.(Undefined); return ok }
 
 // typeName is Python's type(v).__name__, for error messages.
 func typeName(v any) string {
+	if s, ok := v.(*seqView); ok {
+		return s.kind
+	}
+	if _, ok := v.(markup); ok {
+		return "Markup"
+	}
 	switch normalize(v).(type) {
 	case nil:
 		return "NoneType"
@@ -289,6 +312,28 @@ func repr(v any) string {
 }
 
 func writeRepr(b *strings.Builder, v any, quote bool) {
+	if m, ok := v.(markup); ok {
+		if quote {
+			b.WriteString("Markup(")
+			pyQuote(b, string(m))
+			b.WriteByte(')')
+		} else {
+			b.WriteString(string(m))
+		}
+		return
+	}
+	if s, ok := v.(*seqView); ok {
+		// Iterators print with a memory address; views are deterministic.
+		b.WriteString(s.kind)
+		if s.isIterator() {
+			b.WriteString(" object")
+			return
+		}
+		b.WriteByte('(')
+		writeRepr(b, s.items, true)
+		b.WriteByte(')')
+		return
+	}
 	if r, ok := v.(*pyRange); ok {
 		if r.args[2] == 1 {
 			fmt.Fprintf(b, "range(%d, %d)", r.args[0], r.args[1])
@@ -456,4 +501,30 @@ func pyPrintable(r rune) bool {
 		return false
 	}
 	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S)
+}
+
+// printable refuses values whose Python str() holds a memory address, which
+// no one could reproduce byte for byte.
+func printable(v any) error {
+	switch x := v.(type) {
+	case *seqView:
+		if x.isIterator() {
+			return fmt.Errorf("unsupported: printing a %s (Python prints its memory address); add | list", x.kind)
+		}
+	case *macro, builtin, *method:
+		return fmt.Errorf("unsupported: printing a %s", typeName(v))
+	case []any:
+		for _, e := range x {
+			if err := printable(e); err != nil {
+				return err
+			}
+		}
+	case tuple:
+		for _, e := range x {
+			if err := printable(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -18,6 +18,8 @@ parse_chat_messages, _postprocess_messages, tool.model_dump()), written
 from reading vllm/entrypoints/chat_utils.py.
 """
 import json
+import resource
+import signal
 import sys
 from datetime import datetime, timezone
 
@@ -190,15 +192,30 @@ def render(case):
     )
 
 
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout("case took over 5 s")
+
+
 def main():
+    # A random expression can ask Python for a huge int or string; cap the
+    # time and memory one case may take.
+    signal.signal(signal.SIGALRM, _alarm)
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     req = json.load(sys.stdin)
     out = []
     for case in req["cases"]:
+        signal.alarm(5)
         try:
             fmt, text = render(case)
             out.append({"out": text, "format": fmt})
         except Exception as e:  # every failure is compared as "an error"
             out.append({"error": "%s: %s" % (type(e).__name__, e)})
+        finally:
+            signal.alarm(0)
     json.dump(out, sys.stdout, ensure_ascii=False)
 
 
