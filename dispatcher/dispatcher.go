@@ -210,7 +210,15 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		}
 		req.Sampling = capped
 		retry, err := d.admit(req, r, e, start, ctx)
-		req.Sampling = orig
+		if r.migrating {
+			// Once admitted, the request may already be moving (its engine went
+			// down): a migration reads r.orig, this very request, under r.mu.
+			r.mu.Lock()
+			req.Sampling = orig
+			r.mu.Unlock()
+		} else {
+			req.Sampling = orig
+		}
 		if !retry {
 			return err
 		}
