@@ -17,6 +17,8 @@ require (
 	gonum.org/v1/plot v0.17.0
 )
 
+require github.com/dlclark/regexp2/v2 v2.13.0 // indirect
+
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect

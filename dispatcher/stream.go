@@ -30,6 +30,9 @@ type Output struct {
 	// Logprobs and PoolingOutput are deep copies when the engine sent them.
 	Logprobs      *wire.LogprobsLists
 	PoolingOutput *wire.Tensor
+	// PromptLogprobs is a deep copy of the prompt's logprobs (prompt_logprobs),
+	// sent with the first output(s) after the prefill.
+	PromptLogprobs *wire.LogprobsTensors
 	// NumNaNsInLogits > 0 means the engine saw a corrupted output.
 	NumNaNsInLogits int64
 }
@@ -212,6 +215,13 @@ func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
 	if t := out.PoolingOutput; t != nil {
 		c := cloneTensor(*t)
 		o.PoolingOutput = &c
+	}
+	if p := out.NewPromptLogprobsTensors; p != nil {
+		o.PromptLogprobs = &wire.LogprobsTensors{
+			LogprobTokenIDs:    cloneTensor(p.LogprobTokenIDs),
+			Logprobs:           cloneTensor(p.Logprobs),
+			SelectedTokenRanks: cloneTensor(p.SelectedTokenRanks),
+		}
 	}
 	r.buf.push(o)
 	return true

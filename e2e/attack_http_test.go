@@ -138,7 +138,7 @@ func raw(addr, req string, d time.Duration) string {
 func TestAttackBadJSON(t *testing.T) {
 	tg := startTarget(t)
 	bodies := []string{
-		`{"prompt": [1, 2`, `{"prompt": [1], "max_tokens": "4"}`, `[]`, `"x"`, `null`, `{"prompt": "text"}`,
+		`{"prompt": [1, 2`, `{"prompt": [1], "max_tokens": "4"}`, `[]`, `"x"`, `null`, `{"prompt": {"text": 1}}`, `{"prompt": ["text", [1]]}`,
 		`{"prompt": [1.5]}`, `{"prompt": [-1]}`, `{"prompt": [[1], []]}`, `{"prompt": [1]} trailing`,
 		`{"prompt": [1], "n": 100000}`, `{"prompt": [1], "stream_options": 7, "stream": true}`,
 		`{"prompt": [1], "x": ` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`,

@@ -58,6 +58,14 @@ type Config struct {
 	// reasons it has and which EngineCore methods it answers. Nil = the native
 	// (newest) layout.
 	Layout *wire.Layout
+	// Words, when set, are token ids (whole words of a tokenizer) that requests
+	// asking for text (detokenize, as a frontend with a tokenizer sends them) are
+	// answered with, ending sentences with Period and then the request's EOS:
+	// readable answers for the embedded default. Token-only requests keep the
+	// TokensFor sequence.
+	Words    []int64
+	Capitals []int64 // Words capitalised, index for index, for a sentence's first word
+	Period   int64
 }
 
 // Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
@@ -145,6 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 		e.net = transport.ZMQ
 	}
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
+	e.sched.Words, e.sched.Capitals, e.sched.Period = cfg.Words, cfg.Capitals, cfg.Period
 	e.sched.Clock = e.timestamp
 	if err := e.sched.SetRole(cfg.Role, fmt.Sprintf("mock-%s-%d", cfg.Role, cfg.Rank)); err != nil {
 		return err

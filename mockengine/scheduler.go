@@ -97,6 +97,11 @@ type request struct {
 	stopTokens []int64
 	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
 	resumable  bool    // a same-id ADD continues it instead of being fatal
+	logprobs   int64   // top logprobs per token asked for; -1 = none
+	promptLPs  int64   // prompt logprobs asked for; -1 = none
+	promptIDs  []int64 // kept only when prompt logprobs are asked for
+	words      bool    // answer with Words (the request asked for text)
+	lastPeriod bool
 	hash       uint64  // seqHash of the prompt and every token generated so far
 	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
 }
@@ -116,6 +121,10 @@ type Scheduler struct {
 	// (num_cached_tokens), as an engine run with stats logging does; the frontend's
 	// vllm:* metrics are computed from them.
 	Clock func() float64
+	// Words and Period: see Config.Words.
+	Words    []int64
+	Capitals []int64
+	Period   int64
 
 	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits the prefix cache
 	pd      *pdRole             // P/D role (pd.go); nil = none
@@ -150,7 +159,7 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	if r.AbortImmediately {
 		return nil
 	}
-	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed}
+	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed, logprobs: -1, promptLPs: -1}
 	for _, t := range r.PromptTokenIDs {
 		q.hash = seqHash(q.hash, t)
 	}
@@ -162,6 +171,14 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 			q.maxTokens = sp.MaxTokens.Value
 		}
 		q.minTokens = sp.MinTokens
+		q.words = len(s.Words) > 0 && sp.Detokenize
+		if sp.PromptLogprobs.Valid {
+			q.promptLPs = max(sp.PromptLogprobs.Value, 0)
+			q.promptIDs = slices.Clone(r.PromptTokenIDs)
+		}
+		if sp.Logprobs.Valid {
+			q.logprobs = max(sp.Logprobs.Value, 0)
+		}
 		q.eos = sp.EOSTokenID
 		q.ignoreEOS = sp.IgnoreEOS
 		q.stopTokens = sp.StopTokenIDs
@@ -215,10 +232,20 @@ func (s *Scheduler) Step(dst []Output) []Output {
 			delete(s.byID, q.id)
 			continue
 		}
+		var lp logprobRows
+		if q.generated == 0 && q.promptLPs >= 0 {
+			o.NewPromptLogprobsTensors = promptLogprobs(q.promptIDs, q.promptLPs)
+		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
+			if q.words {
+				tok = s.word(q, tok)
+			}
 			if int64(q.generated) < q.minTokens {
 				tok = maskedToken(tok, q.allStops)
+			}
+			if q.logprobs >= 0 {
+				lp.add(tok, q.hash, q.logprobs)
 			}
 			q.hash = seqHash(q.hash, tok)
 			q.generated++
@@ -230,6 +257,9 @@ func (s *Scheduler) Step(dst []Output) []Output {
 		if s.pd != nil && o.Finished() {
 			s.pd.onFinish(q.id, &o.EngineCoreOutput)
 		}
+		if q.logprobs >= 0 {
+			o.NewLogprobs = lp.lists(q.logprobs)
+		}
 		dst = append(dst, o)
 		if o.Finished() {
 			delete(s.byID, q.id)
@@ -240,6 +270,26 @@ func (s *Scheduler) Step(dst []Output) []Output {
 	clear(s.running[len(keep):])
 	s.running = keep
 	return dst
+}
+
+// word draws a readable token: a word, a period now and then, and the EOS after
+// a period once the answer has a dozen tokens, so answers are sentences.
+func (s *Scheduler) word(q *request, draw int64) int64 {
+	switch {
+	case q.lastPeriod && q.generated >= 12 && q.eos.Valid && !q.ignoreEOS:
+		q.lastPeriod = false
+		return q.eos.Value
+	case q.generated >= 5 && draw%7 == 0:
+		q.lastPeriod = true
+		return s.Period
+	}
+	i := int(draw) % len(s.Words)
+	if (q.lastPeriod || q.generated == 0) && i < len(s.Capitals) {
+		q.lastPeriod = false
+		return s.Capitals[i]
+	}
+	q.lastPeriod = false
+	return s.Words[i]
 }
 
 // mockBlockSize is the mock prefix cache's block: a repeated prompt hits in whole

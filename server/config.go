@@ -50,6 +50,10 @@ type Config struct {
 	// MockStep and MockTokensPerStep shape the built-in mock engines.
 	MockStep          time.Duration
 	MockTokensPerStep int
+	// MockWords and MockPeriod make the built-in mock engines answer requests that
+	// ask for text with these word tokens (mockengine.Config.Words).
+	MockWords, MockCapitals []int64
+	MockPeriod              int64
 	// MockLayouts are the vLLM wire layouts the built-in mock engines speak, rank
 	// i taking MockLayouts[i % len]; empty = the native (newest) layout.
 	MockLayouts []*wire.Layout
@@ -97,6 +101,10 @@ type Config struct {
 	// ServedModelName is the model_name label of the vllm:* series (vLLM's
 	// --served-model-name); empty = DefaultServedModelName.
 	ServedModelName string
+
+	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
+	// token ids only. Its Name is the served model name.
+	Text *Text
 
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to

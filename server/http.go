@@ -52,6 +52,8 @@ type API struct {
 	logRequests    bool
 	stats          *statsLog    // nil = no stats line
 	tracer         trace.Tracer // nil = no tracing
+	text           *Text        // nil = token ids only (no --tokenizer)
+	servedName     string       // /v1/models' id without a tokenizer
 }
 
 // APIConfig configures NewAPI.
@@ -89,6 +91,11 @@ type APIConfig struct {
 	// path, status, duration and, for completions, request id, tokens and rank.
 	LogRequests bool
 	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
+	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
+	// token ids only, and text requests are refused with a 400 saying why.
+	Text *Text
+	// ServedModelName is /v1/models' id without Text (with it, Text.Name).
+	ServedModelName string
 	// TracerProvider, when set, traces every completions request (tracing.go).
 	TracerProvider trace.TracerProvider
 	Registerer     prometheus.Registerer
@@ -116,6 +123,8 @@ func NewAPI(cfg APIConfig) *API {
 		a.auth = newAPIKeys(cfg.APIKeys)
 	}
 	a.contextLen = cfg.ContextLen
+	a.text = cfg.Text
+	a.servedName = cfg.ServedModelName
 	a.logRequests = cfg.LogRequests
 	a.stats = cfg.stats
 	if cfg.TracerProvider != nil {
@@ -145,11 +154,15 @@ func NewAPI(cfg APIConfig) *API {
 // routes are the API's paths and the one method each answers; another method is a
 // 405 naming it (Go's mux would answer the catch-all's 404).
 var routes = map[string]string{
-	"/v1/completions": http.MethodPost,
-	"/v1/engines":     http.MethodGet,
-	"/health":         http.MethodGet,
-	"/version":        http.MethodGet,
-	"/metrics":        http.MethodGet,
+	"/v1/completions":      http.MethodPost,
+	"/v1/chat/completions": http.MethodPost,
+	"/v1/models":           http.MethodGet,
+	"/tokenize":            http.MethodPost,
+	"/detokenize":          http.MethodPost,
+	"/v1/engines":          http.MethodGet,
+	"/health":              http.MethodGet,
+	"/version":             http.MethodGet,
+	"/metrics":             http.MethodGet,
 }
 
 // Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics, with
@@ -157,6 +170,10 @@ var routes = map[string]string{
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", a.metrics.wrap("completions", http.HandlerFunc(a.completions)))
+	mux.Handle("POST /v1/chat/completions", a.metrics.wrap("chat_completions", http.HandlerFunc(a.chatCompletions)))
+	mux.Handle("GET /v1/models", a.metrics.wrap("models", http.HandlerFunc(a.listModels)))
+	mux.Handle("POST /tokenize", a.metrics.wrap("tokenize", http.HandlerFunc(a.tokenize)))
+	mux.Handle("POST /detokenize", a.metrics.wrap("detokenize", http.HandlerFunc(a.detokenize)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
 	mux.Handle("GET /version", a.metrics.wrap("version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -265,12 +282,20 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 	if a.bodyTimeout > 0 {
 		_ = rc.SetReadDeadline(time.Time{}) // a stream lasts as long as its request
 	}
-	if err := req.Validate(); err != nil {
-		return nil, nil, t, err.(*APIError)
-	}
-	prompts, err := req.Prompts()
-	if err != nil {
-		return nil, nil, t, err.(*APIError)
+	var prompts [][]int64
+	text := a.textFor(req)
+	if !text {
+		if err := req.Validate(); err != nil {
+			return nil, nil, t, err.(*APIError)
+		}
+		if prompts, err = req.Prompts(); err != nil {
+			return nil, nil, t, err.(*APIError)
+		}
+	} else {
+		var apiErr *APIError
+		if prompts, apiErr = a.textPrompts(req); apiErr != nil {
+			return nil, nil, t, apiErr
+		}
 	}
 	if len(prompts)*int(req.Choices()) > MaxChoices {
 		return nil, nil, t, badRequest("n", "n times the number of prompts is %d, more than the limit of %d", len(prompts)*int(req.Choices()), MaxChoices)
@@ -289,6 +314,10 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		t.BaseID = req.RequestID + "-" + t.BaseID[len("cmpl-"):]
 	}
 	t.Model = a.model
+	t.Text = text
+	if text && len(a.text.EOSTokenIDs) > 0 {
+		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
+	}
 	now := a.now()
 	t.ArrivalTime = float64(now.UnixNano()) / 1e9
 	return req, prompts, t, nil
@@ -362,30 +391,48 @@ func (a *API) failure(err error) *APIError {
 
 // completions serves POST /v1/completions.
 func (a *API) completions(w http.ResponseWriter, r *http.Request) {
+	release, ok := a.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
+	req, prompts, t, apiErr := a.parseCompletion(w, r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	a.serve(w, r, req, prompts, t, nil)
+}
+
+// admit refuses a request while shutting down or at --max-concurrent-requests;
+// release frees its slot.
+func (a *API) admit(w http.ResponseWriter) (release func(), ok bool) {
 	if reason := a.shutdownReason(); reason != nil {
 		// Draining: the listener stays open so new requests learn why (the README's
 		// promise) instead of meeting a refused connection.
 		w.Header().Set("Connection", "close")
 		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
 			Message: "switchyard is shutting down and accepts no new requests"})
-		return
+		return nil, false
 	}
 	if a.slots != nil {
 		select {
 		case a.slots <- struct{}{}:
-			defer func() { <-a.slots }()
+			return func() { <-a.slots }, true
 		default:
 			w.Header().Set("Retry-After", "1")
 			writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
 				Message: fmt.Sprintf("too many concurrent requests (--max-concurrent-requests %d); retry later", cap(a.slots))})
-			return
+			return nil, false
 		}
 	}
-	req, prompts, t, apiErr := a.parseCompletion(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
+	return func() {}, true
+}
+
+// serve sends a parsed request's engine requests and answers with their outputs:
+// tokens as they are without a tokenizer, text (completions or, with chat set, chat
+// completions) with one.
+func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionRequest, prompts [][]int64, t Translate, chat *ChatRequest) {
 	// The span's parent is the client's traceparent; its context goes to the
 	// engines in trace_headers (tracing.go).
 	traceCtx, span := startRequestSpan(a.tracer, r, t.BaseID)
@@ -474,6 +521,12 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		defer func() { ai.promptTokens, ai.completionTokens = c.usage.PromptTokens, c.usage.CompletionTokens }()
 	}
 	events := newFanIn(ctx, streams)
+	if t.Text {
+		run := newTextRun(a.text, req, chat, t.BaseID, a.responseModel(req.Model), c.created, prompts)
+		a.serveText(w, r, ctx, run, streams, events, span)
+		run.into(c)
+		return
+	}
 	if req.Stream {
 		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, span)
 		return

@@ -436,6 +436,12 @@ func decodeField(key string, raw []byte, dst any) error {
 	if so, ok := dst.(**StreamOptions); ok {
 		return decodeStreamOptions(key, raw, so)
 	}
+	if rm, ok := dst.(*json.RawMessage); ok {
+		// capture already checked the syntax; a chat's messages are kept raw
+		// for the template's own decoder, and re-validating them costs as much.
+		*rm = raw
+		return nil
+	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -460,6 +466,11 @@ func decodeStreamOptions(key string, raw []byte, dst **StreamOptions) error {
 	if v, ok := m["include_usage"]; ok {
 		if err := json.Unmarshal(v, &so.IncludeUsage); err != nil {
 			return badRequest(key, "%s.include_usage: expected a boolean", key)
+		}
+	}
+	if v, ok := m["continuous_usage_stats"]; ok {
+		if err := json.Unmarshal(v, &so.ContinuousUsageStats); err != nil {
+			return badRequest(key, "%s.continuous_usage_stats: expected a boolean", key)
 		}
 	}
 	*dst = so

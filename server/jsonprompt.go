@@ -5,7 +5,9 @@ package server
 // fields matched by their exact names.
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -23,7 +25,12 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 	case 'n':
 		return p.literal(c) // null: absent (Prompts says it is required)
 	case '"':
-		return errTextPrompt
+		s, err := p.text("prompt")
+		if err != nil {
+			return err
+		}
+		req.textPrompts = []string{s}
+		return nil
 	case '[':
 	default:
 		return errPromptShape
@@ -37,7 +44,7 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 		_, _ = p.next()
 		return badRequest("prompt", "prompt must not be empty")
 	case first == '"':
-		return errTextPrompt
+		return p.textList(req)
 	case first != '[':
 		ids, err := p.ids("prompt", true)
 		if err != nil {
@@ -70,8 +77,48 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 	}
 }
 
+// text reads the rest of a string whose opening quote was consumed, decoded. A
+// text prompt is kept whole (tokenized later), within the body limit.
+func (p *jsonReader) text(where string) (string, error) {
+	raw, _, err := p.str(true, math.MaxInt) // the body's own limit bounds it
+	if err != nil {
+		return "", err
+	}
+	var s string
+	if err := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s); err != nil {
+		return "", badRequest(where, "%s: %v", where, err)
+	}
+	return s, nil
+}
+
+// textList reads a list of strings whose '[' was consumed.
+func (p *jsonReader) textList(req *CompletionRequest) error {
+	for i := 0; ; i++ {
+		where := fmt.Sprintf("prompt[%d]", i)
+		if c, err := p.ws(); err != nil {
+			return err
+		} else if c != '"' {
+			return badRequest("prompt", "%s: a list of prompts must be all strings or all lists of token ids", where)
+		}
+		if len(req.textPrompts) >= MaxChoices {
+			return badRequest("prompt", "more than %d prompts (n times the number of prompts is limited to %d)", MaxChoices, MaxChoices)
+		}
+		s, err := p.text(where)
+		if err != nil {
+			return err
+		}
+		req.textPrompts = append(req.textPrompts, s)
+		if c, err := p.ws(); err != nil {
+			return err
+		} else if c == ']' {
+			return nil
+		} else if c != ',' {
+			return p.syntax("expected , or ] in array")
+		}
+	}
+}
+
 var (
-	errTextPrompt  = badRequest("prompt", "prompt must be token ids (a list of integers or a list of such lists); switchyard does not tokenize text")
 	errPromptShape = badRequest("prompt", "prompt must be a list of non-negative integer token ids or a list of such lists")
 )
 
@@ -90,7 +137,7 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 		}
 		if c != '-' && (c < '0' || c > '9') {
 			if c == '"' && flat {
-				return nil, errTextPrompt
+				return nil, badRequest("prompt", "%s: a list of prompts must be all strings or all lists of token ids", where)
 			}
 			return nil, errPromptShape
 		}
@@ -179,6 +226,32 @@ func (r *CompletionRequest) field(key string) any {
 		return &r.BestOf
 	case "suffix":
 		return &r.Suffix
+	case "include_stop_str_in_output":
+		return &r.IncludeStopStrInOutput
+	case "skip_special_tokens":
+		return &r.SkipSpecialTokens
+	case "spaces_between_special_tokens":
+		return &r.SpacesBetweenSpecialTokens
+	case "return_token_ids":
+		return &r.ReturnTokenIDs
+	case "add_special_tokens":
+		return &r.AddSpecialTokens
+	case "prompt_logprobs":
+		return &r.PromptLogprobs
+	case "response_format":
+		return &r.ResponseFormat
+	case "structured_outputs":
+		return &r.StructuredOutputs
+	case "guided_json":
+		return &r.GuidedJSON
+	case "guided_regex":
+		return &r.GuidedRegex
+	case "guided_choice":
+		return &r.GuidedChoice
+	case "guided_grammar":
+		return &r.GuidedGrammar
+	case "guided_whitespace_pattern":
+		return &r.GuidedWhitespacePattern
 	}
 	return nil
 }

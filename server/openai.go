@@ -58,21 +58,43 @@ type CompletionRequest struct {
 	CacheSalt         *string        `json:"cache_salt"`
 	RequestID         string         `json:"request_id"` // vLLM extra: the user-visible id
 
-	// Fields switchyard cannot honour because it never sees text; a request that sets
-	// them gets a 400 naming the field rather than a silently different answer.
+	// Fields that need text: without --tokenizer a request that sets them gets a
+	// 400 naming the field rather than a silently different answer (textreq.go).
 	Stop     json.RawMessage `json:"stop"`
 	Echo     bool            `json:"echo"`
 	Logprobs *int64          `json:"logprobs"`
 	BestOf   *int64          `json:"best_of"`
 	Suffix   *string         `json:"suffix"`
 
-	// prompts is the prompt field, parsed by the decoder as it streams in.
-	prompts [][]int64
+	// vLLM's text extras, honoured with --tokenizer (textreq.go).
+	IncludeStopStrInOutput     bool            `json:"include_stop_str_in_output"`
+	SkipSpecialTokens          *bool           `json:"skip_special_tokens"`
+	SpacesBetweenSpecialTokens *bool           `json:"spaces_between_special_tokens"`
+	ReturnTokenIDs             bool            `json:"return_token_ids"`
+	AddSpecialTokens           *bool           `json:"add_special_tokens"`
+	PromptLogprobs             *int64          `json:"prompt_logprobs"`
+	ResponseFormat             json.RawMessage `json:"response_format"`
+	StructuredOutputs          json.RawMessage `json:"structured_outputs"`
+	GuidedJSON                 json.RawMessage `json:"guided_json"`
+	GuidedRegex                *string         `json:"guided_regex"`
+	GuidedChoice               []string        `json:"guided_choice"`
+	GuidedGrammar              *string         `json:"guided_grammar"`
+	GuidedWhitespacePattern    *string         `json:"guided_whitespace_pattern"`
+
+	// prompts is the prompt field, parsed by the decoder as it streams in;
+	// textPrompts holds it instead when it is a string or a list of strings.
+	prompts     [][]int64
+	textPrompts []string
+	// stop is Stop parsed (a string or a list of strings), by validateText.
+	stop []string
+	// structured is the structured_outputs map for the engine (msgpack), by validateText.
+	structured []byte
 }
 
 // StreamOptions is OpenAI's stream_options.
 type StreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
 // APIError is an error answered in the OpenAI/vLLM shape
@@ -155,6 +177,9 @@ func ParseCompletion(body []byte) (*CompletionRequest, error) {
 // checked as it was decoded. Strings are refused: switchyard forwards token ids, as
 // vLLM run with --skip-tokenizer-init does.
 func (r *CompletionRequest) Prompts() ([][]int64, error) {
+	if r.textPrompts != nil {
+		return nil, errNeedsTokenizer("prompt")
+	}
 	if r.prompts == nil {
 		return nil, badRequest("prompt", "prompt is required: a list of token ids or a list of such lists")
 	}
@@ -171,7 +196,16 @@ func (r *CompletionRequest) Choices() int64 {
 
 // Validate checks every field against vLLM's SamplingParams rules and switchyard's
 // limits, naming the field at fault. It does not look at the prompt (see Prompts).
+// The fields that need text are refused (see validateText for serve with a tokenizer).
 func (r *CompletionRequest) Validate() error {
+	if err := r.validateSampling(); err != nil {
+		return err
+	}
+	return r.refuseUnsupported()
+}
+
+// validateSampling is Validate without the text fields.
+func (r *CompletionRequest) validateSampling() error {
 	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
 		return badRequest("n", "n must be between 1 and %d, got %d", MaxChoices, *r.N)
 	}
@@ -224,20 +258,20 @@ func (r *CompletionRequest) Validate() error {
 	if r.StreamOptions != nil && !r.Stream {
 		return badRequest("stream_options", "stream_options is only allowed when stream is true")
 	}
-	return r.refuseUnsupported()
+	return nil
 }
 
 // refuseUnsupported rejects the OpenAI fields that need text or log-probabilities.
 func (r *CompletionRequest) refuseUnsupported() error {
 	if stop := bytes.TrimSpace(r.Stop); len(stop) > 0 && !bytes.Equal(stop, []byte("null")) &&
 		!bytes.Equal(stop, []byte("[]")) && !bytes.Equal(stop, []byte(`""`)) {
-		return badRequest("stop", "stop strings are not supported (switchyard does not detokenize); use stop_token_ids")
+		return errNeedsTokenizer("stop")
 	}
 	if r.Echo {
-		return badRequest("echo", "echo is not supported")
+		return errNeedsTokenizer("echo")
 	}
 	if r.Logprobs != nil {
-		return badRequest("logprobs", "logprobs is not supported")
+		return errNeedsTokenizer("logprobs")
 	}
 	if r.BestOf != nil && *r.BestOf != r.Choices() {
 		return badRequest("best_of", "best_of is not supported (it must equal n)")
@@ -279,6 +313,9 @@ type Translate struct {
 	Rank wire.OptInt
 	// ArrivalTime is the frontend wall clock in seconds since the epoch.
 	ArrivalTime float64
+	// Text: serve has a tokenizer, and the text fields go to the engine as vLLM
+	// sends them (setText).
+	Text bool
 }
 
 // EngineRequests turns a validated body into one engine request per choice: prompt
@@ -293,6 +330,9 @@ type Translate struct {
 func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) ([]*wire.EngineCoreRequest, error) {
 	n := int(r.Choices())
 	params := r.samplingParams(t.Model)
+	if t.Text {
+		r.setText(&params)
+	}
 	if err := params.Prepare(); err != nil {
 		return nil, validationAPIError(err)
 	}

@@ -276,6 +276,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
 		ContextLen:  events.contexts.largest,
 		LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+		Text: cfg.Text, ServedModelName: cfg.ModelName(),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddress)
 	if err != nil {
@@ -334,6 +335,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
 		mcfg.Role = s.decodeRole()
+		mcfg.Words, mcfg.Capitals, mcfg.Period = s.cfg.MockWords, s.cfg.MockCapitals, s.cfg.MockPeriod
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/switchyard-llm/switchyard/internal/minitok"
 	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -114,8 +115,20 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "admin-allow", Category: "clients",
 				Usage:   "CIDR or IP allowed to call the admin endpoints (repeatable); default loopback only; a non-loopback network requires --admin-token",
 				Sources: cli.EnvVars("SWITCHYARD_ADMIN_ALLOW")},
+			&cli.StringFlag{Name: "tokenizer", Aliases: []string{"model"}, Category: "text",
+				Usage: "local model directory (what vLLM is given as MODEL) holding tokenizer.json, tokenizer_config.json and, when present, generation_config.json and config.json: " +
+					"serve then takes and returns text (string prompts, /v1/chat/completions, stop strings, logprobs, /tokenize), and the EOS ids and vocabulary size come from it. Nothing is downloaded",
+				Sources: cli.EnvVars("SWITCHYARD_TOKENIZER")},
+			&cli.BoolFlag{Name: "mock-words", Category: "text", Value: true,
+				Usage: "embedded default only (built-in mock engines, no --tokenizer): a small tokenizer built into the binary gives text requests (string prompts, chat) text, " +
+					"and the mock engines answer them with words; token-id requests are answered exactly as without a tokenizer. false = token ids only",
+				Sources: cli.EnvVars("SWITCHYARD_MOCK_WORDS")},
+			&cli.StringFlag{Name: "chat-template", Category: "text",
+				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
+				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
 			&cli.StringFlag{Name: "served-model-name", Category: "requests",
-				Usage:   "the model_name label of the vllm:* metrics (vLLM's --served-model-name), which vLLM's Grafana dashboard selects on; default " + server.DefaultServedModelName,
+				Usage: "the model's name in /v1/models, in answers and in the model_name label of the vllm:* metrics (vLLM's --served-model-name); a request naming another model is a 404 with --tokenizer. " +
+					"Default: the --tokenizer directory's base name, else " + server.DefaultServedModelName,
 				Sources: cli.EnvVars("SWITCHYARD_SERVED_MODEL_NAME")},
 			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
 				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
@@ -207,6 +220,35 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.EOSTokenIDs = eos
 	cfg.VocabSize = cmd.Int64("vocab-size")
 	cfg.ServedModelName = cmd.String("served-model-name")
+	if cmd.String("chat-template") != "" && cmd.String("tokenizer") == "" {
+		return fmt.Errorf("--chat-template: needs --tokenizer (the model directory)")
+	}
+	if dir := cmd.String("tokenizer"); dir != "" {
+		text, m, err := server.LoadText(dir, cmd.String("chat-template"), cfg.ServedModelName)
+		if err != nil {
+			return fmt.Errorf("--tokenizer: %w", err)
+		}
+		cfg.Text = text
+		cfg.ServedModelName = text.Name
+		// The model's own EOS ids and vocabulary, unless the flags say otherwise.
+		if !cmd.IsSet("eos-token-id") {
+			cfg.EOSTokenIDs = m.EOSTokenIDs
+		}
+		if !cmd.IsSet("vocab-size") {
+			cfg.VocabSize = m.VocabSize
+		}
+		log.Info("text model", "dir", m.Dir, "served_model_name", text.Name, "eos_token_ids", cfg.EOSTokenIDs,
+			"vocab_size", cfg.VocabSize, "max_model_len", m.MaxModelLen, "chat_template", text.Template != nil)
+	} else if cfg.Embedded() && cmd.Bool("mock-words") {
+		text, err := server.LoadEmbeddedText(cfg.ModelName())
+		if err != nil {
+			return fmt.Errorf("embedded tokenizer: %w", err)
+		}
+		cfg.Text = text
+		cfg.MockWords, cfg.MockCapitals, cfg.MockPeriod = minitok.Words()
+		log.Info("embedded default: text requests use the built-in tokenizer and the mock engines answer them with words (--mock-words=false: token ids only; --tokenizer DIR: a real model's tokenizer)",
+			"served_model_name", text.Name)
+	}
 	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
 	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
 	cfg.InputAddress = cmd.String("input-address")

@@ -1,0 +1,674 @@
+package chattemplate
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+type filterFn func(r *renderer, v any, args []any, kw map[string]any) (any, error)
+type testFn func(r *renderer, v any, args []any) (bool, error)
+
+var filters map[string]filterFn
+var tests map[string]testFn
+
+// arg returns positional argument i or keyword name, or def.
+func arg(args []any, kw map[string]any, i int, name string, def any) any {
+	if i < len(args) {
+		return args[i]
+	}
+	if v, ok := kw[name]; ok {
+		return v
+	}
+	return def
+}
+
+func init() {
+	filters = map[string]filterFn{
+		"abs": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			i, f, isF, ok := num(v)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("bad operand type for abs(): '%s'", typeName(v))
+			case isF:
+				return math.Abs(f), nil
+			case i < 0:
+				return -i, nil
+			}
+			return i, nil
+		},
+		"capitalize": strFilter(func(s string) string { v, _ := strMethod(s, "capitalize", nil, nil); return v.(string) }),
+		"lower":      strFilter(strings.ToLower),
+		"upper":      strFilter(strings.ToUpper),
+		"title":      strFilter(jinjaTitle),
+		"count":      lengthFilter,
+		"length":     lengthFilter,
+		"default":    defaultFilter,
+		"d":          defaultFilter,
+		"dictsort":   dictsortFilter,
+		"first": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			items, err := iterate(v)
+			if err != nil || len(items) == 0 {
+				return Undefined{"first"}, err
+			}
+			return items[0], nil
+		},
+		"last": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			items, err := iterate(v)
+			if err != nil || len(items) == 0 {
+				return Undefined{"last"}, err
+			}
+			return items[len(items)-1], nil
+		},
+		"float": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			def := arg(args, kw, 0, "default", 0.0)
+			if _, f, _, ok := num(v); ok {
+				return f, nil
+			}
+			if s, ok := v.(string); ok {
+				if f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimFunc(s, isPySpace), "_", ""), 64); err == nil {
+					return f, nil
+				}
+			}
+			return def, nil
+		},
+		"int": intFilter,
+		"list": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			l, err := iterate(v)
+			return append([]any{}, l...), err
+		},
+		"items": func(r *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			if isUndef(v) {
+				return []any{}, nil
+			}
+			if _, ok := dictKeys(v); !ok {
+				return nil, fmt.Errorf("can only get item pairs from a mapping")
+			}
+			return r.callMethod(&method{recv: normalize(v), name: "items"}, nil, nil)
+		},
+		"join":       joinFilter,
+		"map":        mapFilter,
+		"select":     selectFilter(false, false),
+		"reject":     selectFilter(true, false),
+		"selectattr": selectFilter(false, true),
+		"rejectattr": selectFilter(true, true),
+		"replace": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			a := []any{arg(args, kw, 0, "old", nil), arg(args, kw, 1, "new", nil)}
+			if c := arg(args, kw, 2, "count", nil); c != nil {
+				a = append(a, c)
+			}
+			return strMethod(str(v), "replace", a, nil)
+		},
+		"reverse": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			if s, ok := v.(string); ok {
+				return slice(s, nil, nil, int64(-1))
+			}
+			items, err := iterate(v)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]any, len(items))
+			for i, it := range items {
+				out[len(items)-1-i] = it
+			}
+			return out, nil
+		},
+		"round": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			p, _ := toInt(arg(args, kw, 0, "precision", int64(0)))
+			method := arg(args, kw, 1, "method", "common")
+			_, f, _, ok := num(v)
+			if !ok {
+				return nil, fmt.Errorf("round of %s", typeName(v))
+			}
+			m := math.Pow(10, float64(p))
+			switch method {
+			case "common":
+				return math.RoundToEven(f*m) / m, nil
+			case "ceil":
+				return math.Ceil(f*m) / m, nil
+			case "floor":
+				return math.Floor(f*m) / m, nil
+			}
+			return nil, fmt.Errorf("method must be common, ceil or floor")
+		},
+		"safe":   func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return v, nil },
+		"string": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return str(v), nil },
+		"escape": escapeFilter,
+		"e":      escapeFilter,
+		"sort":   sortFilter,
+		"unique": uniqueFilter,
+		"sum": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			items, err := iterate(v)
+			if err != nil {
+				return nil, err
+			}
+			attr := arg(args, kw, 0, "attribute", nil)
+			var total any = arg(args, kw, 1, "start", int64(0))
+			for _, it := range items {
+				if attr != nil {
+					if it, err = attrPath(it, attr); err != nil {
+						return nil, err
+					}
+				}
+				if total, err = arith("+", total, it); err != nil {
+					return nil, err
+				}
+			}
+			return total, nil
+		},
+		"min":    minMaxFilter(false),
+		"max":    minMaxFilter(true),
+		"tojson": tojsonFilter,
+		"trim":   trimFilter,
+		"wordcount": func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+			return int64(len(strings.FieldsFunc(str(v), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') }))), nil
+		},
+		"indent": indentFilter,
+	}
+	tests = map[string]testFn{
+		"defined":   func(_ *renderer, v any, _ []any) (bool, error) { return !isUndef(v), nil },
+		"undefined": func(_ *renderer, v any, _ []any) (bool, error) { return isUndef(v), nil },
+		"none":      func(_ *renderer, v any, _ []any) (bool, error) { return v == nil, nil },
+		"boolean":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := v.(bool); return ok, nil },
+		"true":      func(_ *renderer, v any, _ []any) (bool, error) { return v == true, nil },
+		"false":     func(_ *renderer, v any, _ []any) (bool, error) { return v == false, nil },
+		"integer":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := normalize(v).(int64); return ok, nil },
+		"float":     func(_ *renderer, v any, _ []any) (bool, error) { _, ok := normalize(v).(float64); return ok, nil },
+		"number":    func(_ *renderer, v any, _ []any) (bool, error) { _, _, _, ok := num(v); return ok, nil },
+		"string":    func(_ *renderer, v any, _ []any) (bool, error) { _, ok := v.(string); return ok, nil },
+		"mapping":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := dictKeys(normalize(v)); return ok, nil },
+		"iterable": func(_ *renderer, v any, _ []any) (bool, error) {
+			switch normalize(v).(type) {
+			case string, []any, tuple, *Object, map[string]any, Undefined:
+				return true, nil
+			}
+			return false, nil
+		},
+		"sequence": func(_ *renderer, v any, _ []any) (bool, error) {
+			switch normalize(v).(type) {
+			case string, []any, tuple, *Object, map[string]any, Undefined:
+				return true, nil
+			}
+			return false, nil
+		},
+		"callable": func(_ *renderer, v any, _ []any) (bool, error) {
+			switch v.(type) {
+			case *macro, builtin, *method:
+				return true, nil
+			}
+			return false, nil
+		},
+		"odd":         intTest(func(i int64) bool { return i%2 != 0 }),
+		"even":        intTest(func(i int64) bool { return i%2 == 0 }),
+		"divisibleby": divisibleTest,
+		"sameas": func(_ *renderer, v any, args []any) (bool, error) {
+			if len(args) != 1 {
+				return false, fmt.Errorf("sameas needs one argument")
+			}
+			switch v.(type) {
+			case nil, bool:
+				return v == args[0], nil
+			}
+			return false, fmt.Errorf("unsupported: 'sameas' on %s", typeName(v))
+		},
+		"lower": func(_ *renderer, v any, _ []any) (bool, error) { s := str(v); return s == strings.ToLower(s), nil },
+		"upper": func(_ *renderer, v any, _ []any) (bool, error) { s := str(v); return s == strings.ToUpper(s), nil },
+		"in": func(_ *renderer, v any, args []any) (bool, error) {
+			if len(args) != 1 {
+				return false, fmt.Errorf("in needs one argument")
+			}
+			return contains(args[0], v)
+		},
+	}
+	for names, op := range map[[3]string]string{
+		{"eq", "equalto", "=="}: "==", {"ne", "!=", ""}: "!=", {"lt", "lessthan", "<"}: "<",
+		{"le", "<=", ""}: "<=", {"gt", "greaterthan", ">"}: ">", {"ge", ">=", ""}: ">=",
+	} {
+		fn := cmpTest(op)
+		for _, n := range names {
+			if n != "" {
+				tests[n] = fn
+			}
+		}
+	}
+}
+
+func cmpTest(op string) testFn {
+	return func(_ *renderer, v any, args []any) (bool, error) {
+		if len(args) != 1 {
+			return false, fmt.Errorf("test needs one argument")
+		}
+		return compare(op, v, args[0])
+	}
+}
+
+func intTest(f func(int64) bool) testFn {
+	return func(_ *renderer, v any, _ []any) (bool, error) {
+		i, _, isF, ok := num(v)
+		if !ok || isF {
+			return false, fmt.Errorf("unsupported operand type for %%: '%s'", typeName(v))
+		}
+		return f(i), nil
+	}
+}
+
+func divisibleTest(_ *renderer, v any, args []any) (bool, error) {
+	if len(args) != 1 {
+		return false, fmt.Errorf("divisibleby needs one argument")
+	}
+	m, err := arith("%", v, args[0])
+	if err != nil {
+		return false, err
+	}
+	return equal(m, int64(0)), nil
+}
+
+func strFilter(f func(string) string) filterFn {
+	return func(_ *renderer, v any, _ []any, _ map[string]any) (any, error) { return f(str(v)), nil }
+}
+
+// jinjaTitle is jinja2's title filter (not str.title): words begin after
+// whitespace or one of -({[<.
+func jinjaTitle(s string) string {
+	var b strings.Builder
+	start := true
+	for _, r := range s {
+		if isPySpace(r) || strings.ContainsRune("-({[<", r) {
+			b.WriteRune(r)
+			start = true
+			continue
+		}
+		if start {
+			b.WriteRune(unicode.ToTitle(r))
+		} else {
+			b.WriteRune(unicode.ToLower(r))
+		}
+		start = false
+	}
+	return b.String()
+}
+
+func lengthFilter(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+	switch x := normalize(v).(type) {
+	case string:
+		return int64(len([]rune(x))), nil
+	case []any:
+		return int64(len(x)), nil
+	case tuple:
+		return int64(len(x)), nil
+	case *Object:
+		return int64(x.Len()), nil
+	case map[string]any:
+		return int64(len(x)), nil
+	case Undefined:
+		return int64(0), nil
+	}
+	return nil, fmt.Errorf("object of type '%s' has no len()", typeName(v))
+}
+
+func defaultFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	def := arg(args, kw, 0, "default_value", "")
+	boolean := truthy(arg(args, kw, 1, "boolean", false))
+	if isUndef(v) || (boolean && !truthy(v)) {
+		return def, nil
+	}
+	return v, nil
+}
+
+func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	def := arg(args, kw, 0, "default", int64(0))
+	base, _ := toInt(arg(args, kw, 1, "base", int64(10)))
+	switch x := normalize(v).(type) {
+	case int64:
+		return x, nil
+	case bool:
+		i, _ := toInt(x)
+		return int64(i), nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return def, nil
+		}
+		return int64(x), nil
+	case string:
+		s := strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", "")
+		if i, err := strconv.ParseInt(s, base, 64); err == nil {
+			return i, nil
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return int64(f), nil
+		}
+	}
+	return def, nil
+}
+
+// attrPath is jinja2's make_attrgetter: "a.b.0" looks up each part as an item.
+func attrPath(v, attr any) (any, error) {
+	s, ok := attr.(string)
+	if !ok {
+		return getItem(v, attr)
+	}
+	for _, part := range strings.Split(s, ".") {
+		var key any = part
+		if i, err := strconv.ParseInt(part, 10, 64); err == nil {
+			key = i
+		}
+		var err error
+		if v, err = getItem(v, key); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func joinFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	sep := str(arg(args, kw, 0, "d", ""))
+	attr := arg(args, kw, 1, "attribute", nil)
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]string, len(items))
+	for i, it := range items {
+		if attr != nil {
+			if it, err = attrPath(it, attr); err != nil {
+				return nil, err
+			}
+		}
+		parts[i] = str(it)
+	}
+	return strings.Join(parts, sep), nil
+}
+
+func mapFilter(r *renderer, v any, args []any, kw map[string]any) (any, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(items))
+	if attr, ok := kw["attribute"]; ok {
+		def, hasDef := kw["default"]
+		for i, it := range items {
+			if out[i], err = attrPath(it, attr); err != nil {
+				return nil, err
+			}
+			if hasDef && isUndef(out[i]) {
+				out[i] = def
+			}
+		}
+		return out, nil
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("map requires a filter name or attribute=")
+	}
+	name, _ := args[0].(string)
+	f, ok := filters[name]
+	if !ok {
+		return nil, fmt.Errorf("unsupported filter %q in map", name)
+	}
+	for i, it := range items {
+		if out[i], err = f(r, it, args[1:], kw); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func selectFilter(reject, byAttr bool) filterFn {
+	return func(r *renderer, v any, args []any, _ map[string]any) (any, error) {
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		var attr any
+		if byAttr {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("missing attribute")
+			}
+			attr, args = args[0], args[1:]
+		}
+		var test testFn
+		if len(args) > 0 {
+			name, _ := args[0].(string)
+			if test = tests[name]; test == nil {
+				return nil, fmt.Errorf("unsupported test %q", name)
+			}
+			args = args[1:]
+		}
+		out := []any{}
+		for _, it := range items {
+			x := it
+			if byAttr {
+				if x, err = attrPath(it, attr); err != nil {
+					return nil, err
+				}
+			}
+			ok := truthy(x)
+			if test != nil {
+				if ok, err = test(r, x, args); err != nil {
+					return nil, err
+				}
+			}
+			if ok != reject {
+				out = append(out, it)
+			}
+		}
+		return out, nil
+	}
+}
+
+// sortKey lower-cases strings unless case sensitive, as jinja2's ignore_case.
+func sortKey(v any, caseSensitive bool) any {
+	if s, ok := v.(string); ok && !caseSensitive {
+		return strings.ToLower(s)
+	}
+	return v
+}
+
+func sortItems(items []any, key func(any) (any, error), reverse bool) ([]any, error) {
+	keys := make([]any, len(items))
+	for i, it := range items {
+		k, err := key(it)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k
+	}
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	var sortErr error
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := keys[idx[a]], keys[idx[b]]
+		if reverse {
+			x, y = y, x
+		}
+		lt, err := less(x, y)
+		if err != nil {
+			sortErr = err
+		}
+		return lt
+	})
+	out := make([]any, len(items))
+	for i, j := range idx {
+		out[i] = items[j]
+	}
+	return out, sortErr
+}
+
+func sortFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	reverse := truthy(arg(args, kw, 0, "reverse", false))
+	cs := truthy(arg(args, kw, 1, "case_sensitive", false))
+	attr := arg(args, kw, 2, "attribute", nil)
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	return sortItems(items, func(it any) (any, error) {
+		if attr != nil {
+			x, err := attrPath(it, attr)
+			return sortKey(x, cs), err
+		}
+		return sortKey(it, cs), nil
+	}, reverse)
+}
+
+func dictsortFilter(r *renderer, v any, args []any, kw map[string]any) (any, error) {
+	cs := truthy(arg(args, kw, 0, "case_sensitive", false))
+	by := arg(args, kw, 1, "by", "key")
+	reverse := truthy(arg(args, kw, 2, "reverse", false))
+	pos := 0
+	switch by {
+	case "key":
+	case "value":
+		pos = 1
+	default:
+		return nil, fmt.Errorf("dictsort: you can only sort by either \"key\" or \"value\"")
+	}
+	if _, ok := dictKeys(normalize(v)); !ok {
+		return nil, fmt.Errorf("dictsort needs a mapping")
+	}
+	items, err := r.callMethod(&method{recv: normalize(v), name: "items"}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sortItems(items.([]any), func(it any) (any, error) { return sortKey(it.(tuple)[pos], cs), nil }, reverse)
+}
+
+func uniqueFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	cs := truthy(arg(args, kw, 0, "case_sensitive", false))
+	attr := arg(args, kw, 1, "attribute", nil)
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	var seen []any
+	out := []any{}
+	for _, it := range items {
+		k := it
+		if attr != nil {
+			if k, err = attrPath(it, attr); err != nil {
+				return nil, err
+			}
+		}
+		k = sortKey(k, cs)
+		dup := false
+		for _, s := range seen {
+			if equal(s, k) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			seen = append(seen, k)
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+func minMaxFilter(isMax bool) filterFn {
+	return func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+		cs := truthy(arg(args, kw, 0, "case_sensitive", false))
+		attr := arg(args, kw, 1, "attribute", nil)
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			return Undefined{"min/max of empty sequence"}, nil
+		}
+		best, bestKey := items[0], any(nil)
+		for i, it := range items {
+			k := it
+			if attr != nil {
+				if k, err = attrPath(it, attr); err != nil {
+					return nil, err
+				}
+			}
+			k = sortKey(k, cs)
+			if i == 0 {
+				bestKey = k
+				continue
+			}
+			a, b := k, bestKey
+			if isMax {
+				a, b = b, a
+			}
+			lt, err := less(a, b)
+			if err != nil {
+				return nil, err
+			}
+			if lt {
+				best, bestKey = it, k
+			}
+		}
+		return best, nil
+	}
+}
+
+func escapeFilter(_ *renderer, v any, _ []any, _ map[string]any) (any, error) {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(str(v)), nil
+}
+
+func trimFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	chars := arg(args, kw, 0, "chars", nil)
+	cs, has := chars.(string)
+	return pyStrip(str(v), "strip", cs, has), nil
+}
+
+func indentFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+	width := arg(args, kw, 0, "width", int64(4))
+	first := truthy(arg(args, kw, 1, "first", false))
+	blank := truthy(arg(args, kw, 2, "blank", false))
+	ind, ok := width.(string)
+	if !ok {
+		n, _ := toInt(width)
+		ind = strings.Repeat(" ", n)
+	}
+	lines := pySplitlines(str(v) + "\n")
+	var rv string
+	if blank {
+		rv = strings.Join(lines, "\n"+ind)
+	} else {
+		rv = lines[0]
+		if len(lines) > 1 {
+			rest := make([]string, len(lines)-1)
+			for i, l := range lines[1:] {
+				if l != "" {
+					l = ind + l
+				}
+				rest[i] = l
+			}
+			rv += "\n" + strings.Join(rest, "\n")
+		}
+	}
+	if first {
+		rv = ind + rv
+	}
+	return rv, nil
+}
+
+// pySplitlines is Python's str.splitlines() without keepends.
+func pySplitlines(s string) []string {
+	var out []string
+	start := 0
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		switch rs[i] {
+		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			out = append(out, string(rs[start:i]))
+			if rs[i] == '\r' && i+1 < len(rs) && rs[i+1] == '\n' {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	if start < len(rs) {
+		out = append(out, string(rs[start:]))
+	}
+	return out
+}

@@ -1,0 +1,351 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-llm/switchyard/chattemplate"
+	"github.com/switchyard-llm/switchyard/textgen"
+)
+
+// fakeTextTok is a stand-in tokenizer: prompt text is one token per byte (id = the
+// byte), and the fake engines' tokens 100, 101, ... decode to the pieces below.
+type fakeTextTok struct{ pieces map[int64]string }
+
+func (f *fakeTextTok) piece(id int64) string {
+	if p, ok := f.pieces[id]; ok {
+		return p
+	}
+	if id < 100 {
+		return string(rune(id))
+	}
+	return fmt.Sprintf(" w%d", id)
+}
+
+func (f *fakeTextTok) Encode(text string, addSpecial bool) []int64 {
+	var ids []int64
+	if addSpecial {
+		ids = append(ids, 1) // "BOS"
+	}
+	for i := range len(text) {
+		ids = append(ids, int64(text[i]%100))
+	}
+	return ids
+}
+
+func (f *fakeTextTok) Decode(ids []int64, skip bool) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if id == 1 && skip {
+			continue
+		}
+		b.WriteString(f.piece(id))
+	}
+	return b.String()
+}
+
+func (f *fakeTextTok) NewStream(skip bool) textgen.Stream { return &fakeTextStream{t: f, skip: skip} }
+func (f *fakeTextTok) AddedToken(id int64) (string, bool) {
+	if id == 1 {
+		return "<s>", true
+	}
+	return "", false
+}
+func (f *fakeTextTok) HasAddedTokens() bool      { return true }
+func (f *fakeTextTok) IDToToken(id int64) string { return "tok" + fmt.Sprint(id) }
+
+type fakeTextStream struct {
+	t    *fakeTextTok
+	skip bool
+}
+
+func (s *fakeTextStream) AppendStep(dst []byte, id int64) []byte {
+	if id == 1 && s.skip {
+		return dst
+	}
+	return append(dst, s.t.piece(id)...)
+}
+func (s *fakeTextStream) Prime([]int64) {}
+
+// fakeTemplate renders "<|role|>content\n" per message and "<|assistant|>" as the
+// generation prompt.
+type fakeTemplate struct{ format string }
+
+func (f fakeTemplate) ContentFormat() string { return f.format }
+func (f fakeTemplate) Render(in ChatInput) (string, error) {
+	var b strings.Builder
+	for _, m := range in.Messages {
+		c, ok := m["content"].(string)
+		if !ok {
+			parts, _ := m["content"].([]any)
+			for _, p := range parts {
+				v, _ := p.(*chattemplate.Object).Get("text")
+				c += v.(string)
+			}
+		}
+		fmt.Fprintf(&b, "<|%s|>%s\n", m["role"], c)
+	}
+	if in.AddGenerationPrompt {
+		b.WriteString("<|assistant|>")
+	}
+	if v, ok := in.Kwargs["suffix"].(string); ok {
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+func newTextAPI(t *testing.T, pieces map[int64]string) (*fakeEngines, *httptest.Server) {
+	t.Helper()
+	f := newFakeCore(t, 1)
+	reg := prometheus.NewRegistry()
+	api := NewAPI(APIConfig{
+		Dispatcher: f.d,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
+		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Registerer: reg, Gatherer: reg,
+		Text: &Text{Name: "tiny", Root: "/models/tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{pieces: pieces},
+			Template: fakeTemplate{format: "string"}},
+	})
+	ts := httptest.NewServer(api.Handler())
+	t.Cleanup(ts.Close)
+	return f, ts
+}
+
+func postPath(t *testing.T, ts *httptest.Server, path, body string) (int, []byte) {
+	t.Helper()
+	resp, err := ts.Client().Post(ts.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func TestTextCompletion(t *testing.T) {
+	f, ts := newTextAPI(t, map[int64]string{100: "Hello", 101: ",", 102: " world", 103: "!"})
+	code, body := postPath(t, ts, "/v1/completions", `{"model": "tiny", "prompt": "Say hi", "max_tokens": 4, "return_token_ids": true}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var got TextCompletionResponse
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.Choices[0]
+	if c.Text != "Hello, world!" || *c.FinishReason != "length" || got.Model != "tiny" || !strings.HasPrefix(got.ID, "cmpl-") ||
+		len(c.PromptTokenIDs) != 7 || len(c.TokenIDs) != 4 || got.Usage.PromptTokens != 7 || got.Usage.CompletionTokens != 4 {
+		t.Fatalf("got %s", body)
+	}
+	add := <-f.adds
+	if !add.Sampling.Detokenize || add.Sampling.IgnoreEOS {
+		t.Errorf("sampling params %+v", add.Sampling)
+	}
+}
+
+func TestTextStopStringAbortsEngine(t *testing.T) {
+	f, ts := newTextAPI(t, map[int64]string{100: "Hello STOP there"})
+	f.hold.Store(true) // one token, then the request stays live until aborted
+	code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "max_tokens": 50, "stop": ["STOP"]}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var got TextCompletionResponse
+	json.Unmarshal(body, &got)
+	c := got.Choices[0]
+	if c.Text != "Hello " || *c.FinishReason != "stop" || c.StopReason != "STOP" {
+		t.Fatalf("got %s", body)
+	}
+	f.expectAbort(t, "cmpl-")
+}
+
+func TestTextStreamStopSplitAcrossSteps(t *testing.T) {
+	_, ts := newTextAPI(t, map[int64]string{100: "Hel", 101: "lo S", 102: "TO", 103: "P and", 104: " more"})
+	code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "max_tokens": 5, "stop": "STOP", "stream": true, "stream_options": {"include_usage": true}}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	events := readSSE(t, strings.NewReader(string(body)))
+	var text []string
+	var finish, stop any
+	for _, e := range events[:len(events)-1] {
+		var ch TextCompletionResponse
+		if err := json.Unmarshal([]byte(e), &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			text = append(text, c.Text)
+			if c.FinishReason != nil {
+				finish, stop = *c.FinishReason, c.StopReason
+			}
+		}
+	}
+	if strings.Join(text, "") != "Hello " || finish != "stop" || stop != "STOP" || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("chunks %q finish %v stop %v", text, finish, stop)
+	}
+	for _, c := range text {
+		if strings.Contains(c, "S") {
+			t.Fatalf("a chunk %q sent part of the stop string", text)
+		}
+	}
+}
+
+func TestTextChat(t *testing.T) {
+	f, ts := newTextAPI(t, map[int64]string{100: "Hi", 101: " there", 102: "."})
+	code, body := postPath(t, ts, "/v1/chat/completions", `{"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "hey"}]}], "max_completion_tokens": 3, "n": 2}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var got ChatResponse
+	json.Unmarshal(body, &got)
+	if len(got.Choices) != 2 || got.Choices[0].Message.Content != "Hi there." || got.Choices[1].Message.Role != "assistant" ||
+		got.Object != "chat.completion" || !strings.HasPrefix(got.ID, "chatcmpl-") {
+		t.Fatalf("got %s", body)
+	}
+	add := <-f.adds
+	if want := "<|user|>hey\n<|assistant|>"; string(textOf(add.PromptTokenIDs)) != textOf([]int64((&fakeTextTok{}).Encode(want, false))) {
+		t.Errorf("prompt %v", add.PromptTokenIDs)
+	}
+
+	// Streaming: the role chunk first, content deltas, the finish chunk, usage, [DONE].
+	code, body = postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hey"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	events := readSSE(t, strings.NewReader(string(body)))
+	var first ChatChunk
+	json.Unmarshal([]byte(events[0]), &first)
+	if first.Choices[0].Delta.Role != "assistant" || *first.Choices[0].Delta.Content != "" || first.Object != "chat.completion.chunk" {
+		t.Fatalf("first chunk %s", events[0])
+	}
+	var content string
+	var usage *Usage
+	var finish string
+	for _, e := range events[1 : len(events)-1] {
+		var ch ChatChunk
+		json.Unmarshal([]byte(e), &ch)
+		for _, c := range ch.Choices {
+			if c.Delta.Content != nil {
+				content += *c.Delta.Content
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage
+		}
+	}
+	if content != "Hi there." || finish != "length" || usage == nil || usage.CompletionTokens != 3 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("stream %q", events)
+	}
+}
+
+func textOf(ids []int64) string { return fmt.Sprint(ids) }
+
+func TestTextModelsAndErrors(t *testing.T) {
+	_, ts := newTextAPI(t, nil)
+	code, body := postPath(t, ts, "/v1/chat/completions", `{"model": "other", "messages": [{"role": "user", "content": "x"}]}`)
+	if code != 404 || !strings.Contains(string(body), "The model `other` does not exist.") || !strings.Contains(string(body), "NotFoundError") {
+		t.Fatalf("model 404: %d %s", code, body)
+	}
+	code, body = postPath(t, ts, "/v1/completions", `{"model": "other", "prompt": "x"}`)
+	if code != 404 {
+		t.Fatalf("completions model 404: %d %s", code, body)
+	}
+	resp, err := ts.Client().Get(ts.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var models struct {
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}
+	json.Unmarshal(b, &models)
+	if models.Object != "list" || len(models.Data) != 1 || models.Data[0].ID != "tiny" || models.Data[0].OwnedBy != "vllm" ||
+		models.Data[0].Root != "/models/tiny" || models.Data[0].MaxModelLen == nil || len(models.Data[0].Permission) != 1 {
+		t.Fatalf("models %s", b)
+	}
+	code, body = postPath(t, ts, "/v1/completions", `{"prompt": "x", "suffix": "y"}`)
+	if code != 400 || !strings.Contains(string(body), "suffix") {
+		t.Fatalf("suffix: %d %s", code, body)
+	}
+}
+
+func TestTokenizeDetokenize(t *testing.T) {
+	_, ts := newTextAPI(t, nil)
+	code, body := postPath(t, ts, "/tokenize", `{"prompt": "ab", "return_token_strs": true}`)
+	if code != 200 || string(body) != `{"count":3,"max_model_len":4096,"token_strs":["tok1","tok97","tok98"],"tokens":[1,97,98]}`+"\n" {
+		t.Fatalf("tokenize: %d %s", code, body)
+	}
+	code, body = postPath(t, ts, "/tokenize", `{"messages": [{"role": "user", "content": "a"}], "add_generation_prompt": false}`)
+	if code != 200 || !strings.Contains(string(body), `"count":10`) {
+		t.Fatalf("tokenize messages: %d %s", code, body)
+	}
+	code, body = postPath(t, ts, "/detokenize", `{"tokens": [97, 98]}`)
+	if code != 200 || string(body) != `{"prompt":"ab"}`+"\n" {
+		t.Fatalf("detokenize: %d %s", code, body)
+	}
+}
+
+func TestNoTokenizer(t *testing.T) {
+	_, ts := newTestAPI(t, 1)
+	for _, path := range []string{"/v1/chat/completions", "/tokenize", "/detokenize"} {
+		code, body := postPath(t, ts, path, `{"messages": [{"role": "user", "content": "x"}], "prompt": "x"}`)
+		if code != 400 || !strings.Contains(string(body), "--tokenizer") {
+			t.Errorf("%s: %d %s", path, code, body)
+		}
+	}
+	resp, err := ts.Client().Get(ts.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":"switchyard"`) {
+		t.Fatalf("models without a tokenizer: %s", b)
+	}
+}
+
+// TestAppendChunk: the hand-written chunks decode to what encoding/json writes.
+func TestAppendChunk(t *testing.T) {
+	for _, chat := range []bool{false, true} {
+		req := &CompletionRequest{Stream: true}
+		var c *ChatRequest
+		if chat {
+			c = &ChatRequest{}
+		}
+		run := newTextRun(&Text{Tokenizer: &fakeTextTok{}}, req, c, "id-\"x\"", "m\u2028<>&", 7, [][]int64{{1, 2}})
+		prefix := run.chunkPrefix()
+		stop, length := "stop", "length"
+		for _, d := range []delta{
+			{text: "plain"},
+			{text: "quote\" back\\ nl\n tab\t ctl\x01 bad\xff ok é 世界 👩‍👧"},
+			{text: "", finish: &stop, stop: "</s>", finished: true},
+			{text: "x", finish: &stop, stop: int64(7), finished: true},
+			{text: "y", finish: &length, finished: true},
+		} {
+			got := run.appendChunk(nil, prefix, 0, d)
+			want, _ := json.Marshal(run.chunk(0, d))
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			json.Unmarshal(want, &w)
+			gb, _ := json.Marshal(g)
+			wb, _ := json.Marshal(w)
+			if string(gb) != string(wb) {
+				t.Errorf("chat %v:\n got %s\nwant %s", chat, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package server
+
+// The text endpoints: /v1/chat/completions, /v1/models, /tokenize and /detokenize,
+// in vLLM's request and response shapes. Without a tokenizer /v1/models still
+// answers (SDKs discover the model first) and the others are a 400 saying that
+// text needs --tokenizer.
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// textPrompts checks a completions body with text fields and returns its prompts,
+// tokenized when they are text (add_special_tokens defaults to true, as vLLM's
+// completions do).
+func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
+	if e := a.text.checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	req.applyDefaults(a.text.DefaultSampling)
+	if err := req.validateText(); err != nil {
+		return nil, err.(*APIError)
+	}
+	if req.textPrompts == nil {
+		p, err := req.Prompts()
+		if err != nil {
+			return nil, err.(*APIError)
+		}
+		return p, nil
+	}
+	add := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+	prompts := make([][]int64, len(req.textPrompts))
+	for i, s := range req.textPrompts {
+		prompts[i] = a.text.Tokenizer.Encode(s, add)
+		if len(prompts[i]) == 0 {
+			return nil, badRequest("prompt", "prompt is empty after tokenization")
+		}
+	}
+	return prompts, nil
+}
+
+// responseModel is the model named in answers: the request's, or the served name.
+func (a *API) responseModel(name string) string {
+	if a.text != nil && name == "" {
+		return a.text.Name
+	}
+	return name
+}
+
+// body returns the request body bounded by --max-body-bytes and, for reading,
+// --http-body-timeout; done lifts the read deadline once the body is read.
+func (a *API) body(w http.ResponseWriter, r *http.Request) (io.Reader, func(), *APIError) {
+	if r.ContentLength > a.maxBody {
+		w.Header().Set("Connection", "close")
+		return nil, nil, tooLarge(a.maxBody)
+	}
+	rc := http.NewResponseController(w)
+	if a.bodyTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(a.bodyTimeout))
+	}
+	return http.MaxBytesReader(w, r.Body, a.maxBody), func() {
+		if a.bodyTimeout > 0 {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+	}, nil
+}
+
+// rankHeader reads the X-data-parallel-rank pin.
+func rankHeader(r *http.Request) (wire.OptInt, *APIError) {
+	h := strings.TrimSpace(r.Header.Get(RankHeader))
+	if h == "" {
+		return wire.OptInt{}, nil
+	}
+	rank, err := strconv.ParseInt(h, 10, 32)
+	if err != nil || rank < 0 {
+		return wire.OptInt{}, badRequest(RankHeader, "%s must be a non-negative integer, got %q", RankHeader, h)
+	}
+	return wire.SomeInt(rank), nil
+}
+
+// maxModelLen is the context length answers report: the engines' registered one,
+// else config.json's.
+func (a *API) maxModelLen() int64 {
+	if n := a.contextLen(-1); n > 0 {
+		return n
+	}
+	if a.text != nil {
+		return a.text.MaxModelLen
+	}
+	return 0
+}
+
+// pickTemplate chooses the chat template of a request: its own chat_template (a
+// named template of the model, or template source), else the model's "tool_use"
+// template when tools are given and the model has one, else the default.
+func (a *API) pickTemplate(src *string, tools bool) (ChatTemplate, *APIError) {
+	if src != nil && *src != "" {
+		if t, ok := a.text.Templates[*src]; ok {
+			return t, nil
+		}
+		if a.text.Parse == nil {
+			return nil, badRequest("chat_template", "chat_template: this server does not accept templates in requests")
+		}
+		t, err := a.text.Parse(*src)
+		if err != nil {
+			return nil, badRequest("chat_template", "chat_template: %v", err)
+		}
+		return t, nil
+	}
+	if t, ok := a.text.Templates["tool_use"]; ok && tools {
+		return t, nil
+	}
+	if a.text.Template == nil {
+		return nil, badRequest("chat_template", "As of transformers v4.44, default chat template is no longer allowed, "+
+			"so you must provide a chat template if the tokenizer does not define one.")
+	}
+	return a.text.Template, nil
+}
+
+// renderChat renders and tokenizes a conversation (add_special_tokens defaults to
+// false: the template writes the special tokens).
+func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
+	tmpl, apiErr := a.pickTemplate(c.ChatTemplate, !isNull(c.Tools))
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	in, err := c.chatInput(tmpl.ContentFormat())
+	if err != nil {
+		return nil, err.(*APIError)
+	}
+	in.Now = a.now
+	in.SpecialTokens = a.text.SpecialTokens
+	rendered, err := tmpl.Render(in)
+	if err != nil {
+		return nil, badRequest("messages", "chat template: %v", err)
+	}
+	if c.ContinueFinalMessage {
+		if rendered, err = continueFinal(rendered, in.Messages); err != nil {
+			return nil, err.(*APIError)
+		}
+	}
+	return a.text.Tokenizer.Encode(rendered, addSpecial != nil && *addSpecial), nil
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if a.text == nil {
+		writeError(w, errNeedsTokenizer("messages"))
+		return
+	}
+	release, ok := a.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
+	body, done, apiErr := a.body(w, r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	chat, err := readChat(body)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		writeError(w, a.bodyError(err))
+		return
+	}
+	done()
+	if e := a.text.checkModel(chat.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	chat.applyDefaults(a.text.DefaultSampling)
+	defaultMax := chat.MaxTokens == nil && chat.MaxCompletionTokens == nil
+	if defaultMax {
+		// vLLM's default is the room the context leaves; set once the prompt is known.
+		room := int64(MaxPromptTokens)
+		chat.MaxTokens = &room
+	}
+	if err := chat.validate(); err != nil {
+		writeError(w, err.(*APIError))
+		return
+	}
+	ids, apiErr := a.renderChat(chat, chat.AddSpecialTokens)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	if n := a.maxModelLen(); defaultMax && n > int64(len(ids)) {
+		room := n - int64(len(ids))
+		chat.MaxTokens = &room
+	} else if defaultMax {
+		chat.MaxTokens = nil // the dispatcher refuses the prompt, or caps the default
+	}
+	t := Translate{BaseID: randomID("chatcmpl-"), Model: a.model, Text: true}
+	if len(a.text.EOSTokenIDs) > 0 {
+		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
+	}
+	if chat.RequestID != "" {
+		t.BaseID = chat.RequestID + "-" + t.BaseID[len("chatcmpl-"):]
+	}
+	if t.Rank, apiErr = rankHeader(r); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	t.ArrivalTime = float64(a.now().UnixNano()) / 1e9
+	a.serve(w, r, &chat.CompletionRequest, [][]int64{ids}, t, chat)
+}
+
+// modelCard is one entry of /v1/models (vLLM's ModelCard).
+type modelCard struct {
+	ID          string            `json:"id"`
+	Object      string            `json:"object"`
+	Created     int64             `json:"created"`
+	OwnedBy     string            `json:"owned_by"`
+	Root        string            `json:"root"`
+	Parent      *string           `json:"parent"`
+	MaxModelLen *int64            `json:"max_model_len"`
+	Permission  []modelPermission `json:"permission"`
+}
+
+type modelPermission struct {
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Created            int64   `json:"created"`
+	AllowCreateEngine  bool    `json:"allow_create_engine"`
+	AllowSampling      bool    `json:"allow_sampling"`
+	AllowLogprobs      bool    `json:"allow_logprobs"`
+	AllowSearchIndices bool    `json:"allow_search_indices"`
+	AllowView          bool    `json:"allow_view"`
+	AllowFineTuning    bool    `json:"allow_fine_tuning"`
+	Organization       string  `json:"organization"`
+	Group              *string `json:"group"`
+	IsBlocking         bool    `json:"is_blocking"`
+}
+
+// listModels serves GET /v1/models: the served model, vLLM's shape.
+func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
+	name, root := a.servedName, a.servedName
+	if name == "" {
+		name, root = DefaultServedModelName, DefaultServedModelName
+	}
+	if a.text != nil {
+		name, root = a.text.Name, a.text.Root
+	}
+	created := a.now().Unix()
+	card := modelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm", Root: root,
+		Permission: []modelPermission{{ID: randomID("modelperm-"), Object: "model_permission", Created: created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}}}
+	if n := a.maxModelLen(); n > 0 {
+		card.MaxModelLen = &n
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+}
+
+// decodeSmall decodes a small JSON body (the tokenizer endpoints) strictly.
+func (a *API) decodeSmall(w http.ResponseWriter, r *http.Request, dst any) *APIError {
+	body, done, apiErr := a.body(w, r)
+	if apiErr != nil {
+		return apiErr
+	}
+	defer done()
+	d := json.NewDecoder(body)
+	if err := d.Decode(dst); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(mbe.Limit)
+		}
+		return badRequest("", "invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+// tokenize serves POST /tokenize.
+func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
+	if a.text == nil {
+		writeError(w, errNeedsTokenizer("prompt"))
+		return
+	}
+	var req struct {
+		Model                string          `json:"model"`
+		Prompt               *string         `json:"prompt"`
+		Messages             json.RawMessage `json:"messages"`
+		AddSpecialTokens     *bool           `json:"add_special_tokens"`
+		AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+		ContinueFinalMessage bool            `json:"continue_final_message"`
+		ChatTemplate         *string         `json:"chat_template"`
+		ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+		Tools                json.RawMessage `json:"tools"`
+		ReturnTokenStrs      bool            `json:"return_token_strs"`
+	}
+	if e := a.decodeSmall(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := a.text.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	var ids []int64
+	switch {
+	case req.Messages != nil:
+		c := &ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage,
+			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
+		if apiErr := c.decodeMessages(); apiErr != nil {
+			writeError(w, apiErr)
+			return
+		}
+		var apiErr *APIError
+		if ids, apiErr = a.renderChat(c, req.AddSpecialTokens); apiErr != nil {
+			writeError(w, apiErr)
+			return
+		}
+	case req.Prompt != nil:
+		ids = a.text.Tokenizer.Encode(*req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
+	default:
+		writeError(w, badRequest("prompt", "prompt or messages is required"))
+		return
+	}
+	resp := map[string]any{"count": len(ids), "max_model_len": a.maxModelLen(), "tokens": idsOrEmpty(ids), "token_strs": nil}
+	if req.ReturnTokenStrs {
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = a.text.Tokenizer.IDToToken(id)
+		}
+		resp["token_strs"] = strs
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// detokenize serves POST /detokenize.
+func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
+	if a.text == nil {
+		writeError(w, errNeedsTokenizer("tokens"))
+		return
+	}
+	var req struct {
+		Model  string  `json:"model"`
+		Tokens []int64 `json:"tokens"`
+	}
+	if e := a.decodeSmall(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := a.text.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	if a.model.VocabSize > 0 {
+		for _, id := range req.Tokens {
+			if id < 0 || id >= a.model.VocabSize {
+				writeError(w, badRequest("tokens", "token id %d is out of vocabulary (vocab size %d)", id, a.model.VocabSize))
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": a.text.Tokenizer.Decode(req.Tokens, false)})
+}
