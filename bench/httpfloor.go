@@ -25,21 +25,20 @@ import (
 // JSON answer, once per output for SSE. No validation, no request table beyond a map,
 // no rank choice, no metrics: what switchyard pays above this is its own cost.
 type HTTPFloor struct {
-	lay          *wire.Layout
-	hs, in, out  transport.Socket
-	ln           net.Listener
-	srv          *http.Server
-	engines      [][]byte
-	next         atomic.Uint64
-	mu           sync.Mutex
-	reqs         map[string]*floorReq
-	wg           sync.WaitGroup
-	created      int64
-	typAdd       []byte
-	bufs         sync.Pool
-	closeOnce    sync.Once
-	recvErr      error
-	engineAddrIn string
+	lay         *wire.Layout
+	hs, in, out transport.Socket
+	ln          net.Listener
+	srv         *http.Server
+	engines     [][]byte
+	next        atomic.Uint64
+	mu          sync.Mutex
+	reqs        map[string]*floorReq
+	wg          sync.WaitGroup
+	created     int64
+	typAdd      []byte
+	bufs        sync.Pool
+	closeOnce   sync.Once
+	recvErr     error
 }
 
 // floorReq is one request in flight: tokens gathered for a JSON answer, or a channel
