@@ -285,7 +285,6 @@ func RunHTTPServer(ctx context.Context, cfg HTTPServerConfig, out io.Writer) err
 		}
 	}
 	if cfg.MemProfile != "" {
-		runtime.MemProfileRate = 4096 // the hot path's small allocations show
 		defer func() {
 			if f, err := os.Create(cfg.MemProfile); err == nil {
 				_ = pprof.Lookup("allocs").WriteTo(f, 0)
