@@ -5,6 +5,7 @@ package server
 // fields matched by their exact names.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -136,7 +137,7 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 				return nil, p.tooManyIDs(where)
 			}
 			if ids == nil {
-				ids = make([]int64, 0, 64)
+				ids = make([]int64, 0, p.idsHint())
 			}
 			ids = append(ids, id)
 			if sep == ']' {
@@ -185,6 +186,16 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 			return nil, p.syntax("expected , or ] in array")
 		}
 	}
+}
+
+// idsHint sizes a prompt's id slice once: the elements up to the first ']' in the
+// buffered bytes (exact for a flat prompt that is buffered whole), at least 16.
+func (p *jsonReader) idsHint() int {
+	b, _ := p.r.Peek(p.r.Buffered())
+	if i := bytes.IndexByte(b, ']'); i >= 0 {
+		b = b[:i]
+	}
+	return min(max(bytes.Count(b, []byte{','})+2, 16), p.maxTokens+1)
 }
 
 // slowIDsOnly turns fastID off (tests compare the two paths).
