@@ -17,7 +17,7 @@ require (
 	gonum.org/v1/plot v0.17.0
 )
 
-require github.com/dlclark/regexp2/v2 v2.13.0 // indirect
+require github.com/dlclark/regexp2/v2 v2.13.0
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -55,7 +55,7 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.42.0
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.84.0 // indirect

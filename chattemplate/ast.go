@@ -31,8 +31,9 @@ type (
 		defaults []expr // aligned with the tail of params
 		body     []node
 	}
-	breakNode    struct{}
-	continueNode struct{}
+	generationNode struct{ body []node }
+	breakNode      struct{}
+	continueNode   struct{}
 )
 
 // Expression nodes.

@@ -75,8 +75,8 @@ func walkNodes(body []node, visit func(node)) {
 	for _, n := range body {
 		visit(n)
 		switch n := n.(type) {
-		case []node:
-			walkNodes(n, visit)
+		case *generationNode:
+			walkNodes(n.body, visit)
 		case *ifNode:
 			for _, b := range n.bodies {
 				walkNodes(b, visit)

@@ -13,7 +13,10 @@ type RaisedError struct{ Message string }
 
 func (e *RaisedError) Error() string { return e.Message }
 
-var errBudget = errors.New("chattemplate: render exceeded its work budget (output or steps)")
+// ErrBudget is returned when a render exceeds Input.MaxOutputBytes or
+// Input.MaxSteps: the messages are client input, so one request cannot make
+// a render unbounded.
+var ErrBudget = errors.New("chattemplate: render exceeded its work budget (output or steps)")
 
 type frame struct {
 	vars   map[string]any
@@ -37,6 +40,7 @@ func (f *frame) set(name string, v any) {
 }
 
 type renderer struct {
+	depth   int   // macro call depth
 	steps   int64 // remaining work units (node evaluations and bytes built)
 	maxOut  int
 	now     func() time.Time
@@ -48,7 +52,7 @@ type renderer struct {
 func (r *renderer) spend(n int) error {
 	r.steps -= int64(n)
 	if r.steps < 0 {
-		return errBudget
+		return ErrBudget
 	}
 	return nil
 }
@@ -79,9 +83,9 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 				return sigNone, err
 			}
 			out.WriteString(s)
-		case []node: // an inlined {% generation %} body
-			if sig, err := r.exec(n, f, out); sig != sigNone || err != nil {
-				return sig, err
+		case *generationNode:
+			if _, err := r.exec(n.body, &frame{parent: f}, out); err != nil {
+				return sigNone, err
 			}
 		case *ifNode:
 			done := false
@@ -119,7 +123,7 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 			return sigContinue, nil
 		}
 		if out.Len() > r.maxOut {
-			return sigNone, errBudget
+			return sigNone, ErrBudget
 		}
 	}
 	return sigNone, nil
@@ -299,12 +303,21 @@ func (l *loopObj) attr(name string) any {
 
 type namespace struct{ obj *Object }
 
+// maxMacroDepth stops runaway macro recursion before the Go stack does
+// (Python would raise RecursionError).
+const maxMacroDepth = 200
+
 type macro struct {
 	n       *macroNode
 	closure *frame
 }
 
 func (r *renderer) callMacro(m *macro, args []any, kw map[string]any) (any, error) {
+	if r.depth >= maxMacroDepth {
+		return nil, fmt.Errorf("macro '%s': maximum recursion depth exceeded", m.n.name)
+	}
+	r.depth++
+	defer func() { r.depth-- }()
 	if len(args) > len(m.n.params) {
 		return nil, fmt.Errorf("macro '%s' takes not more than %d argument(s)", m.n.name, len(m.n.params))
 	}

@@ -3,7 +3,6 @@ package chattemplate
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -167,103 +166,20 @@ func init() {
 			return int64(len(strings.FieldsFunc(str(v), func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') }))), nil
 		},
 		"indent": indentFilter,
-	}
-	tests = map[string]testFn{
-		"defined":   func(_ *renderer, v any, _ []any) (bool, error) { return !isUndef(v), nil },
-		"undefined": func(_ *renderer, v any, _ []any) (bool, error) { return isUndef(v), nil },
-		"none":      func(_ *renderer, v any, _ []any) (bool, error) { return v == nil, nil },
-		"boolean":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := v.(bool); return ok, nil },
-		"true":      func(_ *renderer, v any, _ []any) (bool, error) { return v == true, nil },
-		"false":     func(_ *renderer, v any, _ []any) (bool, error) { return v == false, nil },
-		"integer":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := normalize(v).(int64); return ok, nil },
-		"float":     func(_ *renderer, v any, _ []any) (bool, error) { _, ok := normalize(v).(float64); return ok, nil },
-		"number":    func(_ *renderer, v any, _ []any) (bool, error) { _, _, _, ok := num(v); return ok, nil },
-		"string":    func(_ *renderer, v any, _ []any) (bool, error) { _, ok := v.(string); return ok, nil },
-		"mapping":   func(_ *renderer, v any, _ []any) (bool, error) { _, ok := dictKeys(normalize(v)); return ok, nil },
-		"iterable": func(_ *renderer, v any, _ []any) (bool, error) {
-			switch normalize(v).(type) {
-			case string, []any, tuple, *Object, map[string]any, Undefined:
-				return true, nil
+		"format": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+			if len(args) > 0 && len(kw) > 0 {
+				return nil, fmt.Errorf("can't handle positional and keyword arguments at the same time")
 			}
-			return false, nil
-		},
-		"sequence": func(_ *renderer, v any, _ []any) (bool, error) {
-			switch normalize(v).(type) {
-			case string, []any, tuple, *Object, map[string]any, Undefined:
-				return true, nil
+			if len(kw) > 0 {
+				o := NewObject()
+				for _, k := range sortedKeys(kw) {
+					o.Set(k, kw[k])
+				}
+				return pyPercent(str(v), o)
 			}
-			return false, nil
-		},
-		"callable": func(_ *renderer, v any, _ []any) (bool, error) {
-			switch v.(type) {
-			case *macro, builtin, *method:
-				return true, nil
-			}
-			return false, nil
-		},
-		"odd":         intTest(func(i int64) bool { return i%2 != 0 }),
-		"even":        intTest(func(i int64) bool { return i%2 == 0 }),
-		"divisibleby": divisibleTest,
-		"sameas": func(_ *renderer, v any, args []any) (bool, error) {
-			if len(args) != 1 {
-				return false, fmt.Errorf("sameas needs one argument")
-			}
-			switch v.(type) {
-			case nil, bool:
-				return v == args[0], nil
-			}
-			return false, fmt.Errorf("unsupported: 'sameas' on %s", typeName(v))
-		},
-		"lower": func(_ *renderer, v any, _ []any) (bool, error) { s := str(v); return s == strings.ToLower(s), nil },
-		"upper": func(_ *renderer, v any, _ []any) (bool, error) { s := str(v); return s == strings.ToUpper(s), nil },
-		"in": func(_ *renderer, v any, args []any) (bool, error) {
-			if len(args) != 1 {
-				return false, fmt.Errorf("in needs one argument")
-			}
-			return contains(args[0], v)
+			return pyPercent(str(v), tuple(args))
 		},
 	}
-	for names, op := range map[[3]string]string{
-		{"eq", "equalto", "=="}: "==", {"ne", "!=", ""}: "!=", {"lt", "lessthan", "<"}: "<",
-		{"le", "<=", ""}: "<=", {"gt", "greaterthan", ">"}: ">", {"ge", ">=", ""}: ">=",
-	} {
-		fn := cmpTest(op)
-		for _, n := range names {
-			if n != "" {
-				tests[n] = fn
-			}
-		}
-	}
-}
-
-func cmpTest(op string) testFn {
-	return func(_ *renderer, v any, args []any) (bool, error) {
-		if len(args) != 1 {
-			return false, fmt.Errorf("test needs one argument")
-		}
-		return compare(op, v, args[0])
-	}
-}
-
-func intTest(f func(int64) bool) testFn {
-	return func(_ *renderer, v any, _ []any) (bool, error) {
-		i, _, isF, ok := num(v)
-		if !ok || isF {
-			return false, fmt.Errorf("unsupported operand type for %%: '%s'", typeName(v))
-		}
-		return f(i), nil
-	}
-}
-
-func divisibleTest(_ *renderer, v any, args []any) (bool, error) {
-	if len(args) != 1 {
-		return false, fmt.Errorf("divisibleby needs one argument")
-	}
-	m, err := arith("%", v, args[0])
-	if err != nil {
-		return false, err
-	}
-	return equal(m, int64(0)), nil
 }
 
 func strFilter(f func(string) string) filterFn {
@@ -334,7 +250,7 @@ func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
 		return int64(x), nil
 	case string:
 		s := strings.ReplaceAll(strings.TrimFunc(x, isPySpace), "_", "")
-		if i, err := strconv.ParseInt(s, base, 64); err == nil {
+		if i, ok := parsePyInt(s, base); ok {
 			return i, nil
 		}
 		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
@@ -342,6 +258,35 @@ func intFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
 		}
 	}
 	return def, nil
+}
+
+// parsePyInt is Python's int(s, base): a 0x/0o/0b prefix is allowed when it
+// matches the base, and base 0 means "from the prefix".
+func parsePyInt(s string, base int) (int64, bool) {
+	neg := false
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		neg, s = s[0] == '-', s[1:]
+	}
+	lower := strings.ToLower(s)
+	for _, p := range []struct {
+		prefix string
+		base   int
+	}{{"0x", 16}, {"0o", 8}, {"0b", 2}} {
+		if strings.HasPrefix(lower, p.prefix) && (base == p.base || base == 0) {
+			s, base = s[2:], p.base
+		}
+	}
+	if base == 0 {
+		base = 10
+	}
+	i, err := strconv.ParseInt(s, base, 64)
+	if err != nil || s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	if neg {
+		i = -i
+	}
+	return i, true
 }
 
 // attrPath is jinja2's make_attrgetter: "a.b.0" looks up each part as an item.
@@ -456,157 +401,6 @@ func selectFilter(reject, byAttr bool) filterFn {
 			}
 		}
 		return out, nil
-	}
-}
-
-// sortKey lower-cases strings unless case sensitive, as jinja2's ignore_case.
-func sortKey(v any, caseSensitive bool) any {
-	if s, ok := v.(string); ok && !caseSensitive {
-		return strings.ToLower(s)
-	}
-	return v
-}
-
-func sortItems(items []any, key func(any) (any, error), reverse bool) ([]any, error) {
-	keys := make([]any, len(items))
-	for i, it := range items {
-		k, err := key(it)
-		if err != nil {
-			return nil, err
-		}
-		keys[i] = k
-	}
-	idx := make([]int, len(items))
-	for i := range idx {
-		idx[i] = i
-	}
-	var sortErr error
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := keys[idx[a]], keys[idx[b]]
-		if reverse {
-			x, y = y, x
-		}
-		lt, err := less(x, y)
-		if err != nil {
-			sortErr = err
-		}
-		return lt
-	})
-	out := make([]any, len(items))
-	for i, j := range idx {
-		out[i] = items[j]
-	}
-	return out, sortErr
-}
-
-func sortFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
-	reverse := truthy(arg(args, kw, 0, "reverse", false))
-	cs := truthy(arg(args, kw, 1, "case_sensitive", false))
-	attr := arg(args, kw, 2, "attribute", nil)
-	items, err := iterate(v)
-	if err != nil {
-		return nil, err
-	}
-	return sortItems(items, func(it any) (any, error) {
-		if attr != nil {
-			x, err := attrPath(it, attr)
-			return sortKey(x, cs), err
-		}
-		return sortKey(it, cs), nil
-	}, reverse)
-}
-
-func dictsortFilter(r *renderer, v any, args []any, kw map[string]any) (any, error) {
-	cs := truthy(arg(args, kw, 0, "case_sensitive", false))
-	by := arg(args, kw, 1, "by", "key")
-	reverse := truthy(arg(args, kw, 2, "reverse", false))
-	pos := 0
-	switch by {
-	case "key":
-	case "value":
-		pos = 1
-	default:
-		return nil, fmt.Errorf("dictsort: you can only sort by either \"key\" or \"value\"")
-	}
-	if _, ok := dictKeys(normalize(v)); !ok {
-		return nil, fmt.Errorf("dictsort needs a mapping")
-	}
-	items, err := r.callMethod(&method{recv: normalize(v), name: "items"}, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	return sortItems(items.([]any), func(it any) (any, error) { return sortKey(it.(tuple)[pos], cs), nil }, reverse)
-}
-
-func uniqueFilter(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
-	cs := truthy(arg(args, kw, 0, "case_sensitive", false))
-	attr := arg(args, kw, 1, "attribute", nil)
-	items, err := iterate(v)
-	if err != nil {
-		return nil, err
-	}
-	var seen []any
-	out := []any{}
-	for _, it := range items {
-		k := it
-		if attr != nil {
-			if k, err = attrPath(it, attr); err != nil {
-				return nil, err
-			}
-		}
-		k = sortKey(k, cs)
-		dup := false
-		for _, s := range seen {
-			if equal(s, k) {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			seen = append(seen, k)
-			out = append(out, it)
-		}
-	}
-	return out, nil
-}
-
-func minMaxFilter(isMax bool) filterFn {
-	return func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
-		cs := truthy(arg(args, kw, 0, "case_sensitive", false))
-		attr := arg(args, kw, 1, "attribute", nil)
-		items, err := iterate(v)
-		if err != nil {
-			return nil, err
-		}
-		if len(items) == 0 {
-			return Undefined{"min/max of empty sequence"}, nil
-		}
-		best, bestKey := items[0], any(nil)
-		for i, it := range items {
-			k := it
-			if attr != nil {
-				if k, err = attrPath(it, attr); err != nil {
-					return nil, err
-				}
-			}
-			k = sortKey(k, cs)
-			if i == 0 {
-				bestKey = k
-				continue
-			}
-			a, b := k, bestKey
-			if isMax {
-				a, b = b, a
-			}
-			lt, err := less(a, b)
-			if err != nil {
-				return nil, err
-			}
-			if lt {
-				best, bestKey = it, k
-			}
-		}
-		return best, nil
 	}
 }
 

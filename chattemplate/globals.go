@@ -58,7 +58,7 @@ func init() {
 				}
 				out = append(out, int64(i))
 			}
-			return out, r.spend(len(out))
+			return &pyRange{items: out, args: a, n: len(args)}, r.spend(len(out))
 		}),
 		"namespace": builtin(func(_ *renderer, args []any, kw map[string]any) (any, error) {
 			ns := &namespace{obj: NewObject()}

@@ -69,6 +69,9 @@ func (o *jsonOpts) write(b *strings.Builder, v any, depth int) error {
 	if depth > 500 {
 		return fmt.Errorf("tojson: nesting too deep")
 	}
+	if _, ok := v.(*pyRange); ok {
+		return fmt.Errorf("tojson: object of type range is not JSON serializable")
+	}
 	switch x := normalize(v).(type) {
 	case nil:
 		b.WriteString("null")

@@ -26,8 +26,8 @@ func FromTokenizerConfig(configJSON []byte) (tmpls map[string]*Template, special
 	special = map[string]string{}
 	for _, name := range specialTokenNames {
 		raw, ok := cfg[name]
-		if !ok {
-			continue
+		if !ok || string(raw) == "null" {
+			continue // unset tokens are not in special_tokens_map
 		}
 		var s string
 		if json.Unmarshal(raw, &s) == nil {

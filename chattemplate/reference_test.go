@@ -45,11 +45,13 @@ type refCase struct {
 	Special             map[string]string `json:"special,omitempty"`
 	Kwargs              json.RawMessage   `json:"kwargs,omitempty"`
 	Now                 int64             `json:"now"`
+	VLLM                bool              `json:"vllm,omitempty"`
 }
 
 type refResult struct {
-	Out   *string `json:"out"`
-	Error *string `json:"error"`
+	Format string  `json:"format"`
+	Out    *string `json:"out"`
+	Error  *string `json:"error"`
 }
 
 func runReference(t testing.TB, cases []refCase) []refResult {
@@ -148,6 +150,12 @@ func allTemplates(t testing.TB) []namedTemplate {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "templates", "*.jinja"))
+	// SWITCHYARD_CHAT_TEMPLATES names a folder of more *.jinja templates to
+	// check the same way (e.g. a deployment's --chat-template files).
+	if extra := os.Getenv("SWITCHYARD_CHAT_TEMPLATES"); extra != "" {
+		more, _ := filepath.Glob(filepath.Join(extra, "*.jinja"))
+		files = append(files, more...)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -232,5 +240,41 @@ func compareResult(t *testing.T, label, got string, err error, want refResult) {
 		t.Errorf("%s: we failed (%v) but reference rendered %q", label, err, *want.Out)
 	case want.Error == nil && got != *want.Out:
 		t.Errorf("%s: output differs\n got: %q\nwant: %q", label, got, *want.Out)
+	}
+}
+
+// TestDifferentialVLLMChain runs the whole path of an OpenAI chat request as
+// vLLM serves it: content-format detection, PrepareMessages/PrepareTools,
+// then Render, against the reference doing the same in Python.
+func TestDifferentialVLLMChain(t *testing.T) {
+	tmpls := allTemplates(t)
+	convs := loadConversations(t)
+	var cases []refCase
+	var labels []string
+	for _, tm := range tmpls {
+		for _, c := range convs {
+			cases = append(cases, refCase{Template: tm.src, Messages: c.Messages, Tools: c.Tools, Documents: c.Documents,
+				AddGenerationPrompt: true, Special: tm.special, Kwargs: c.Kwargs, Now: pinnedUnix, VLLM: true})
+			labels = append(labels, tm.name+"/"+c.Name)
+		}
+	}
+	res := runReference(t, cases)
+	for i, c := range cases {
+		tpl, err := Parse(c.Template)
+		if err != nil {
+			t.Fatalf("%s: %v", labels[i], err)
+		}
+		in := inputFor(t, c)
+		if res[i].Error == nil && tpl.ContentFormat() != res[i].Format {
+			t.Errorf("%s: ContentFormat %q, vLLM detects %q", labels[i], tpl.ContentFormat(), res[i].Format)
+		}
+		if in.Messages, err = PrepareMessages(c.Messages, tpl.ContentFormat()); err != nil {
+			t.Fatalf("%s: PrepareMessages: %v", labels[i], err)
+		}
+		if in.Tools, err = PrepareTools(c.Tools); err != nil {
+			t.Fatalf("%s: PrepareTools: %v", labels[i], err)
+		}
+		got, err := tpl.Render(in)
+		compareResult(t, labels[i]+"/vllm", got, err, res[i])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,14 @@ import (
 type Undefined struct{ name string }
 
 type tuple []any
+
+// pyRange is what range() returns: it iterates as its items but prints as
+// Python's range object does.
+type pyRange struct {
+	items []any
+	args  [3]int
+	n     int
+}
 
 // Object is a JSON object that keeps its keys in insertion order, as a
 // Python dict does, so tojson and iteration print keys as the client sent them.
@@ -133,6 +142,8 @@ func normalize(v any) any {
 			l[i] = m
 		}
 		return l
+	case *pyRange:
+		return x.items
 	case []string:
 		l := make([]any, len(x))
 		for i, s := range x {
@@ -209,12 +220,39 @@ func sortedKeys(m map[string]any) []string {
 	return ks
 }
 
+// messageKeyOrder is the key order of the messages vLLM builds (and
+// PrepareMessages returns as maps): iterating or printing such a message
+// lists its keys as Python would.
+var messageKeyOrder = []string{"role", "content", "tool_calls", "reasoning", "reasoning_content", "tool_call_id", "name", "tools"}
+
+// mapKeys orders a map[string]any's keys: the message keys vLLM sets, in
+// its order, then the rest sorted.
+func mapKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for _, k := range messageKeyOrder {
+		if _, ok := m[k]; ok {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == len(m) {
+		return ks
+	}
+	var rest []string
+	for k := range m {
+		if !slices.Contains(messageKeyOrder, k) {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	return append(ks, rest...)
+}
+
 func dictKeys(v any) ([]string, bool) {
 	switch x := v.(type) {
 	case *Object:
 		return x.keys, true
 	case map[string]any:
-		return sortedKeys(x), true
+		return mapKeys(x), true
 	}
 	return nil, false
 }
@@ -251,6 +289,14 @@ func repr(v any) string {
 }
 
 func writeRepr(b *strings.Builder, v any, quote bool) {
+	if r, ok := v.(*pyRange); ok {
+		if r.args[2] == 1 {
+			fmt.Fprintf(b, "range(%d, %d)", r.args[0], r.args[1])
+		} else {
+			fmt.Fprintf(b, "range(%d, %d, %d)", r.args[0], r.args[1], r.args[2])
+		}
+		return
+	}
 	switch x := normalize(v).(type) {
 	case nil:
 		b.WriteString("None")

@@ -10,15 +10,16 @@ import (
 )
 
 // openaiModule is the official openai npm package .ci/run installs under
-// $HOME/.cache/switchyard/node; missing (or node missing), the test fails in CI
+// ${SWITCHYARD_NODE:-$HOME/.cache/switchyard/node}; missing (or node missing), the test fails in CI
 // and skips elsewhere.
 func openaiModule(t *testing.T) (node, module string) {
 	t.Helper()
 	home, _ := os.UserHomeDir()
-	module = filepath.Join(home, ".cache", "switchyard", "node", "node_modules", "openai")
-	if dir := os.Getenv("SWITCHYARD_NODE_MODULES"); dir != "" {
-		module = filepath.Join(dir, "openai")
+	nodeDir := filepath.Join(home, ".cache", "switchyard", "node")
+	if dir := os.Getenv("SWITCHYARD_NODE"); dir != "" {
+		nodeDir = dir
 	}
+	module = filepath.Join(nodeDir, "node_modules", "openai")
 	node, err := exec.LookPath("node")
 	if err == nil {
 		_, err = os.Stat(filepath.Join(module, "package.json"))

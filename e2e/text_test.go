@@ -224,9 +224,20 @@ func TestTextChatAndCompletions(t *testing.T) {
 		echoed.Choices[0].Logprobs.TokenLogprobs[0] != nil || len(echoed.Choices[0].PromptLogprobs) != 3 || echoed.Choices[0].PromptLogprobs[0] != nil {
 		t.Fatalf("echo with logprobs: %s", b)
 	}
-	code, b = s.postJSON(t, "/v1/chat/completions", `{"messages": `+msgs+`, "max_tokens": 3, "logprobs": true, "top_logprobs": 2}`)
-	a = decodeAnswer(t, b)
-	if code != 200 || a.Choices[0].Logprobs == nil || len(a.Choices[0].Logprobs.Content) != 3 {
+	// 20 top logprobs of 5 tokens: arrays over 256 bytes travel in tensor frames.
+	code, b = s.postJSON(t, "/v1/chat/completions", `{"messages": `+msgs+`, "max_tokens": 5, "logprobs": true, "top_logprobs": 20}`)
+	var chatLP struct {
+		Choices []struct {
+			Logprobs struct {
+				Content []struct {
+					Token       string `json:"token"`
+					TopLogprobs []any  `json:"top_logprobs"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(b, &chatLP); code != 200 || len(chatLP.Choices) != 1 || len(chatLP.Choices[0].Logprobs.Content) != 5 ||
+		len(chatLP.Choices[0].Logprobs.Content[4].TopLogprobs) != 20 {
 		t.Fatalf("chat logprobs: %s", b)
 	}
 

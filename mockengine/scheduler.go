@@ -254,11 +254,11 @@ func (s *Scheduler) Step(dst []Output) []Output {
 				break
 			}
 		}
-		if s.pd != nil && o.Finished() {
-			s.pd.onFinish(q.id, &o.EngineCoreOutput)
-		}
 		if q.logprobs >= 0 {
 			o.NewLogprobs = lp.lists(q.logprobs)
+		}
+		if s.pd != nil && o.Finished() {
+			s.pd.onFinish(q.id, &o.EngineCoreOutput)
 		}
 		dst = append(dst, o)
 		if o.Finished() {

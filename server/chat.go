@@ -33,8 +33,6 @@ type ChatRequest struct {
 	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
 	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
 	ContinueFinalMessage bool            `json:"continue_final_message"`
-
-	messages []map[string]any // Messages decoded, by validate
 }
 
 // field returns a pointer to the field named key, or nil.
@@ -118,8 +116,8 @@ func readChat(r io.Reader) (*ChatRequest, error) {
 // validate checks the chat fields and folds them into the completions ones:
 // max_completion_tokens (or max_tokens), logprobs/top_logprobs.
 func (r *ChatRequest) validate() error {
-	if err := r.decodeMessages(); err != nil {
-		return err
+	if isNull(r.Messages) {
+		return badRequest("messages", "messages is required: a list of {role, content} objects")
 	}
 	if r.MaxCompletionTokens != nil {
 		r.MaxTokens = r.MaxCompletionTokens
@@ -153,37 +151,6 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// decodeMessages decodes messages as the template will see them.
-func (r *ChatRequest) decodeMessages() *APIError {
-	if isNull(r.Messages) {
-		return badRequest("messages", "messages is required: a list of {role, content} objects")
-	}
-	v, err := chattemplate.DecodeJSON(r.Messages)
-	list, ok := v.([]any)
-	if err != nil || !ok {
-		return badRequest("messages", "messages: expected a list of {role, content} objects")
-	}
-	if len(list) == 0 {
-		return badRequest("messages", "messages must not be empty")
-	}
-	r.messages = make([]map[string]any, len(list))
-	for i, e := range list {
-		o, ok := e.(*chattemplate.Object)
-		if !ok {
-			return badRequest("messages", "messages[%d]: expected an object", i)
-		}
-		m := make(map[string]any, o.Len())
-		for _, k := range o.Keys() {
-			m[k], _ = o.Get(k)
-		}
-		if _, ok := m["role"].(string); !ok {
-			return badRequest("messages", "messages[%d].role: expected a string", i)
-		}
-		r.messages[i] = m
-	}
-	return nil
-}
-
 // decodeList decodes an optional JSON list (tools, documents).
 func decodeList(name string, raw json.RawMessage) ([]any, *APIError) {
 	if isNull(raw) {
@@ -197,39 +164,29 @@ func decodeList(name string, raw json.RawMessage) ([]any, *APIError) {
 	return l, nil
 }
 
-// chatInput normalises the messages for a template of the given content format
-// (vLLM's parse_chat_messages): "string" joins text parts with newlines, "openai"
-// turns string content into [{"type": "text", "text": ...}]. Parts other than text
-// (images, audio) are refused: switchyard does no multimodal preprocessing. Tool
-// call arguments (a JSON string on the wire) are parsed, as templates read them
-// as objects.
+// chatInput prepares the conversation as vLLM hands it to apply_chat_template
+// (chattemplate.PrepareMessages/PrepareTools: content joined into a string or
+// wrapped in text parts per the template's content format, only the fields vLLM
+// keeps, tool call arguments parsed, tools as their pydantic dump). Parts other
+// than text (images, audio) are refused: switchyard does no multimodal
+// preprocessing.
 func (r *ChatRequest) chatInput(format string) (ChatInput, error) {
-	if r.messages == nil {
-		if err := r.decodeMessages(); err != nil {
-			return ChatInput{}, err
+	msgs, err := chattemplate.PrepareMessages(r.Messages, format)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "chattemplate: ")
+		if strings.Contains(msg, "unsupported content part") {
+			msg += "; switchyard does no multimodal preprocessing"
 		}
+		return ChatInput{}, badRequest("messages", "messages: %s", msg)
 	}
-	msgs := make([]map[string]any, len(r.messages))
-	for i, m := range r.messages {
-		out := make(map[string]any, len(m))
-		for k, v := range m {
-			out[k] = v
-		}
-		content, err := normaliseContent(i, m["content"], format)
-		if err != nil {
-			return ChatInput{}, err
-		}
-		out["content"] = content
-		if calls, ok := m["tool_calls"].([]any); ok {
-			out["tool_calls"] = parseToolArguments(calls)
-		}
-		msgs[i] = out
+	if len(msgs) == 0 {
+		return ChatInput{}, badRequest("messages", "messages must not be empty")
 	}
 	in := ChatInput{Messages: msgs, AddGenerationPrompt: true}
-	var apiErr *APIError
-	if in.Tools, apiErr = decodeList("tools", r.Tools); apiErr != nil {
-		return ChatInput{}, apiErr
+	if in.Tools, err = chattemplate.PrepareTools(r.Tools); err != nil {
+		return ChatInput{}, badRequest("tools", "tools: %s", strings.TrimPrefix(err.Error(), "chattemplate: "))
 	}
+	var apiErr *APIError
 	if in.Documents, apiErr = decodeList("documents", r.Documents); apiErr != nil {
 		return ChatInput{}, apiErr
 	}
@@ -251,98 +208,4 @@ func (r *ChatRequest) chatInput(format string) (ChatInput, error) {
 		in.AddGenerationPrompt = false
 	}
 	return in, nil
-}
-
-// parseToolArguments returns tool calls whose function.arguments string is
-// replaced by the object it encodes (copies; the request's values are not changed).
-func parseToolArguments(calls []any) []any {
-	out := make([]any, len(calls))
-	for j, c := range calls {
-		out[j] = c
-		call, ok := c.(*chattemplate.Object)
-		if !ok {
-			continue
-		}
-		fv, _ := call.Get("function")
-		fn, ok := fv.(*chattemplate.Object)
-		if !ok {
-			continue
-		}
-		av, _ := fn.Get("arguments")
-		args, ok := av.(string)
-		if !ok {
-			continue
-		}
-		parsed, err := chattemplate.DecodeJSON([]byte(args))
-		if err != nil {
-			continue
-		}
-		nfn := chattemplate.NewObject()
-		for _, k := range fn.Keys() {
-			v, _ := fn.Get(k)
-			nfn.Set(k, v)
-		}
-		nfn.Set("arguments", parsed)
-		ncall := chattemplate.NewObject()
-		for _, k := range call.Keys() {
-			v, _ := call.Get(k)
-			ncall.Set(k, v)
-		}
-		ncall.Set("function", nfn)
-		out[j] = ncall
-	}
-	return out
-}
-
-func normaliseContent(i int, c any, format string) (any, error) {
-	var texts []string
-	switch v := c.(type) {
-	case nil:
-	case string:
-		if format != "openai" {
-			return v, nil
-		}
-		texts = []string{v}
-	case []any:
-		for j, p := range v {
-			if s, isStr := p.(string); isStr {
-				texts = append(texts, s)
-				continue
-			}
-			pm, ok := p.(*chattemplate.Object)
-			if !ok {
-				return nil, badRequest("messages", "messages[%d].content[%d]: expected an object", i, j)
-			}
-			tv, _ := pm.Get("type")
-			typ, _ := tv.(string)
-			switch typ {
-			case "text", "input_text", "output_text", "":
-				sv, _ := pm.Get("text")
-				s, ok := sv.(string)
-				if !ok {
-					return nil, badRequest("messages", "messages[%d].content[%d].text: expected a string", i, j)
-				}
-				texts = append(texts, s)
-			case "refusal":
-				sv, _ := pm.Get("refusal")
-				s, _ := sv.(string)
-				texts = append(texts, s)
-			default:
-				return nil, badRequest("messages", "messages[%d].content[%d]: content type %q is not supported (switchyard does no multimodal preprocessing)", i, j, typ)
-			}
-		}
-	default:
-		return nil, badRequest("messages", "messages[%d].content: expected a string or a list of content parts", i)
-	}
-	if format == "openai" {
-		parts := make([]any, len(texts))
-		for j, t := range texts {
-			o := chattemplate.NewObject()
-			o.Set("type", "text")
-			o.Set("text", t)
-			parts[j] = o
-		}
-		return parts, nil
-	}
-	return strings.Join(texts, "\n"), nil
 }

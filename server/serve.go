@@ -334,8 +334,8 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		mcfg.DataParallelSize = ranks
 		mcfg.StepInterval = s.cfg.MockStep
 		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
-		mcfg.Role = s.decodeRole()
 		mcfg.Words, mcfg.Capitals, mcfg.Period = s.cfg.MockWords, s.cfg.MockCapitals, s.cfg.MockPeriod
+		mcfg.Role = s.decodeRole()
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}

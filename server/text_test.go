@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/chattemplate"
 	"github.com/switchyard-llm/switchyard/textgen"
@@ -347,5 +349,141 @@ func TestAppendChunk(t *testing.T) {
 				t.Errorf("chat %v:\n got %s\nwant %s", chat, got, want)
 			}
 		}
+	}
+}
+
+// TestTextStructuredOutputs: response_format, structured_outputs and guided_* reach
+// the engine as vLLM fills SamplingParams.structured_outputs, in key order, with the
+// backend chosen up front; the engine's own decode rules accept them.
+func TestTextStructuredOutputs(t *testing.T) {
+	f, ts := newTextAPI(t, nil)
+	for _, tc := range []struct {
+		name, fields string
+		want         []any // key, value pairs in order
+	}{
+		{"json_schema", `"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"b": {"type": "integer", "minimum": 1}, "a": {"type": "string"}}}}}`,
+			[]any{"json", map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "integer", "minimum": int64(1)}, "a": map[string]any{"type": "string"}}}, "_backend", "xgrammar", "_backend_was_auto", true}},
+		{"json_object", `"response_format": {"type": "json_object"}`, []any{"json_object", true, "_backend", "xgrammar", "_backend_was_auto", true}},
+		{"structured_outputs", `"structured_outputs": {"regex": "[a-z]+"}`, []any{"regex", "[a-z]+", "_backend", "xgrammar", "_backend_was_auto", true}},
+		{"guided_choice", `"guided_choice": ["yes", "no"]`, []any{"choice", []any{"yes", "no"}, "_backend", "xgrammar", "_backend_was_auto", true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1, `+tc.fields+`}`)
+			if code != 200 {
+				t.Fatalf("%d %s", code, body)
+			}
+			add := <-f.adds
+			dec := msgpack.NewDecoder(bytes.NewReader(add.Sampling.StructuredOutputs))
+			n, err := dec.DecodeMapLen()
+			if err != nil || n*2 != len(tc.want) {
+				t.Fatalf("map of %d (%v), want %d keys", n, err, len(tc.want)/2)
+			}
+			for i := range n {
+				k, _ := dec.DecodeString()
+				v, err := dec.DecodeInterface()
+				if err != nil || k != tc.want[2*i] || fmt.Sprint(normalise(v)) != fmt.Sprint(tc.want[2*i+1]) {
+					t.Errorf("entry %d: %q = %#v, want %q = %#v", i, k, v, tc.want[2*i], tc.want[2*i+1])
+				}
+			}
+			if tc.name == "json_schema" {
+				// The schema's properties keep the client's order (b before a).
+				if !bytes.Contains(add.Sampling.StructuredOutputs, []byte("\xa1b")) ||
+					bytes.Index(add.Sampling.StructuredOutputs, []byte("\xa1b")) > bytes.Index(add.Sampling.StructuredOutputs, []byte("\xa1a\x81")) {
+					t.Errorf("properties out of order: %q", add.Sampling.StructuredOutputs)
+				}
+			}
+		})
+	}
+	code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}`)
+	if code != 400 || !strings.Contains(string(body), "response_format") {
+		t.Fatalf("bad response_format: %d %s", code, body)
+	}
+}
+
+// normalise turns msgpack's decoded ints into int64 for comparison.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case int8:
+		return int64(x)
+	case uint8:
+		return int64(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalise(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalise(e)
+		}
+	}
+	return v
+}
+
+func TestContinueFinal(t *testing.T) {
+	for _, tc := range []struct {
+		rendered, final, want string
+		ok                    bool
+	}{
+		{"<|user|>hi\n<|assistant|>The answer is<|end|>\n", "The answer is", "<|user|>hi\n<|assistant|>The answer is", true},
+		{"<|assistant|>Sure. <|end|>", "Sure. ", "<|assistant|>Sure. ", true},
+		{"<|assistant|>Sure.<|end|>", "Sure.  ", "<|assistant|>Sure.", true}, // trailing space trimmed by the template
+		{"<|assistant|>other<|end|>", "missing", "", false},
+	} {
+		got, err := continueFinal(tc.rendered, []map[string]any{{"role": "assistant", "content": tc.final}})
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: got %q %v, want %q", tc.final, got, err, tc.want)
+		}
+	}
+}
+
+func TestChatContentFormats(t *testing.T) {
+	c := &ChatRequest{Messages: json.RawMessage(`[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, {"role": "assistant", "content": "c", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]}]`)}
+	in, err := c.chatInput("string")
+	if err != nil || in.Messages[0]["content"] != "a\nb" || in.Messages[1]["content"] != "c" {
+		t.Fatalf("string format: %v %+v", err, in.Messages)
+	}
+	call := in.Messages[1]["tool_calls"].([]any)[0].(*chattemplate.Object)
+	fn, _ := call.Get("function")
+	args, _ := fn.(*chattemplate.Object).Get("arguments")
+	if x, _ := args.(*chattemplate.Object).Get("x"); x != int64(1) {
+		t.Errorf("tool call arguments not parsed: %#v", args)
+	}
+	in, err = c.chatInput("openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts := in.Messages[1]["content"].([]any); len(parts) != 1 {
+		t.Fatalf("openai format: %+v", in.Messages[1])
+	}
+	c = &ChatRequest{Messages: json.RawMessage(`[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]`)}
+	if _, err := c.chatInput("string"); err == nil || !strings.Contains(err.Error(), "multimodal") || !strings.Contains(err.Error(), "image_url") {
+		t.Errorf("image part: %v", err)
+	}
+}
+
+// TestTextGenerationDefaults: generation_config.json's defaults fill what a request
+// leaves out; what it sets wins.
+func TestTextGenerationDefaults(t *testing.T) {
+	f := newFakeCore(t, 1)
+	reg := prometheus.NewRegistry()
+	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
+		Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}, Registerer: reg,
+		Text: &Text{Name: "tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{}, Template: fakeTemplate{format: "string"},
+			DefaultSampling: map[string]float64{"temperature": 0.6, "top_k": 20, "max_tokens": 8}}})
+	ts := httptest.NewServer(api.Handler())
+	defer ts.Close()
+	if code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "top_k": 5}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	add := <-f.adds
+	if sp := add.Sampling; sp.Temperature != 0.6 || sp.TopK != 5 || sp.MaxTokens.Value != 8 {
+		t.Fatalf("temperature %v top_k %d max_tokens %d", sp.Temperature, sp.TopK, sp.MaxTokens.Value)
+	}
+	if code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "temperature": 0}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	add = <-f.adds
+	if sp := add.Sampling; sp.Temperature != 0 || sp.MaxTokens.Value != 8 {
+		t.Fatalf("completions: temperature %v max_tokens %d", sp.Temperature, sp.MaxTokens.Value)
 	}
 }

@@ -25,6 +25,11 @@ func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
 		return nil, e
 	}
 	req.applyDefaults(a.text.DefaultSampling)
+	if v, ok := a.text.DefaultSampling["max_tokens"]; ok && req.MaxTokens == nil && int64(v) >= 1 {
+		// vLLM's default is the smallest of 16, the room left and max_new_tokens.
+		n := min(int64(v), DefaultMaxTokens)
+		req.MaxTokens = &n
+	}
 	if err := req.validateText(); err != nil {
 		return nil, err.(*APIError)
 	}
@@ -198,6 +203,14 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	} else if defaultMax {
 		chat.MaxTokens = nil // the dispatcher refuses the prompt, or caps the default
 	}
+	if v, ok := a.text.DefaultSampling["max_tokens"]; ok && defaultMax && int64(v) >= 1 {
+		// generation_config.json's max_new_tokens caps the default (vLLM's get_max_tokens).
+		n := int64(v)
+		if chat.MaxTokens != nil {
+			n = min(n, *chat.MaxTokens)
+		}
+		chat.MaxTokens = &n
+	}
 	t := Translate{BaseID: randomID("chatcmpl-"), Model: a.model, Text: true}
 	if len(a.text.EOSTokenIDs) > 0 {
 		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
@@ -256,7 +269,10 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	if n := a.maxModelLen(); n > 0 {
 		card.MaxModelLen = &n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+	writeJSON(w, http.StatusOK, struct {
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{"list", []modelCard{card}})
 }
 
 // decodeSmall decodes a small JSON body (the tokenizer endpoints) strictly.
@@ -308,10 +324,6 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Messages != nil:
 		c := &ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
-		if apiErr := c.decodeMessages(); apiErr != nil {
-			writeError(w, apiErr)
-			return
-		}
 		var apiErr *APIError
 		if ids, apiErr = a.renderChat(c, req.AddSpecialTokens); apiErr != nil {
 			writeError(w, apiErr)

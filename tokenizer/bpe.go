@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/puzpuzpuz/xsync/v4"
 )
 
 // bpe is the BPE model of tokenizers/src/models/bpe: merges applied lowest rank first (ties:
@@ -30,6 +33,9 @@ type bpe struct {
 	rawVocab  map[string]int32 // byteLevel: vocab keyed by the raw bytes a token stands for
 
 	cache wordCache
+
+	spChunk bool // see enableChunking
+	cross   []crossTok
 }
 
 func newBPE(m *modelJSON) (*bpe, error) {
@@ -39,6 +45,7 @@ func newBPE(m *modelJSON) (*bpe, error) {
 		fuseUnk:      m.FuseUnk,
 		byteFallback: m.ByteFallback,
 		ignoreMerges: m.IgnoreMerges,
+		cache:        wordCache{m: xsync.NewMap[string, []int32]()},
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return nil, fmt.Errorf("tokenizer: BPE dropout is not supported")
@@ -165,6 +172,72 @@ var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 
 // appendWord tokenizes one pre-tokenized word and appends its ids.
 func (b *bpe) appendWord(dst []int64, word string) []int64 {
+	if !b.spChunk || len(word) < 2*len(metaspace) {
+		return b.appendChunk(dst, word)
+	}
+	last := 0
+	for p := len(metaspace); p+len(metaspace) <= len(word); p++ {
+		if word[p] != metaspace[0] || word[p:p+len(metaspace)] != metaspace || word[p-len(metaspace):p] == metaspace || !b.safeCut(word, p) {
+			continue
+		}
+		dst = b.appendChunk(dst, word[last:p])
+		last = p
+	}
+	return b.appendChunk(dst, word[last:])
+}
+
+// metaspace is SentencePiece's word-start marker, U+2581.
+const metaspace = "\u2581"
+
+// crossTok is a vocab token with a metaspace right after a non-metaspace char, at offsets ks.
+type crossTok struct {
+	s  string
+	ks []int
+}
+
+// enableChunking turns on splitting of SentencePiece-style words (Llama 2, Gemma: no
+// pre-tokenizer, so a whole prompt is one "word") before each metaspace that follows another
+// char. Merges only ever form vocab tokens, so a cut no vocab token can span changes nothing:
+// the pieces merge exactly as the whole would, and become cacheable. The few tokens that do
+// span such a cut (Gemma 3 has ">▁</") make the cuts they could cover unsafe (safeCut).
+func (b *bpe) enableChunking() {
+	if b.byteLevel || b.ignoreMerges || b.prefix != "" || b.suffix != "" {
+		return
+	}
+	if _, ok := b.vocab[metaspace]; !ok {
+		return
+	}
+	var cross []crossTok
+	for tok := range b.vocab {
+		var ks []int
+		for k := len(metaspace); k+len(metaspace) <= len(tok); k++ {
+			if tok[k:k+len(metaspace)] == metaspace && tok[k-len(metaspace):k] != metaspace && utf8.RuneStart(tok[k]) {
+				ks = append(ks, k)
+			}
+		}
+		if ks != nil {
+			cross = append(cross, crossTok{tok, ks})
+		}
+	}
+	if len(cross) > 64 {
+		return
+	}
+	b.cross, b.spChunk = cross, true
+}
+
+func (b *bpe) safeCut(word string, p int) bool {
+	for _, c := range b.cross {
+		for _, k := range c.ks {
+			if p-k >= 0 && p-k+len(c.s) <= len(word) && word[p-k:p-k+len(c.s)] == c.s {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// appendChunk runs BPE on one word (or safe chunk of one) through the cache.
+func (b *bpe) appendChunk(dst []int64, word string) []int64 {
 	if word == "" {
 		return dst
 	}
@@ -342,44 +415,27 @@ func (b *bpe) mergeAll(s *bpeScratch) {
 // maxCachedWord bounds the words the cache keeps (the Rust BPE cache skips long words too).
 const maxCachedWord = 256
 
-// wordCache is a bounded, sharded word -> ids cache; it only ever changes speed, never results.
+// wordCache is a bounded word -> ids cache; it only ever changes speed, never results. Reads
+// are lock-free (xsync.Map): every pre-tokenized word of every request looks here first.
 type wordCache struct {
-	shards [64]cacheShard
+	m    *xsync.Map[string, []int32]
+	size atomic.Int64
 }
 
-type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string][]int32
-}
-
-const cacheShardCap = 4096
-
-func shardOf(s string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return int(h & 63)
-}
+const cacheCap = 1 << 18
 
 func (c *wordCache) get(s string) ([]int32, bool) {
-	sh := &c.shards[shardOf(s)]
-	sh.mu.RLock()
-	v, ok := sh.m[s]
-	sh.mu.RUnlock()
-	return v, ok
+	return c.m.Load(s)
 }
 
 func (c *wordCache) put(s string, ids []int32) {
-	sh := &c.shards[shardOf(s)]
-	sh.mu.Lock()
-	if sh.m == nil {
-		sh.m = make(map[string][]int32)
+	// Approximate bound: racing writers may overshoot by a few entries, harmlessly.
+	if c.size.Load() >= cacheCap {
+		return
 	}
-	if len(sh.m) < cacheShardCap {
-		sh.m[s] = ids
+	if _, loaded := c.m.LoadOrStore(s, ids); !loaded {
+		c.size.Add(1)
 	}
-	sh.mu.Unlock()
 }
 
 // byteToRune is GPT-2's bytes_to_unicode table; runeToByte its inverse (-1: not a byte char).

@@ -43,11 +43,12 @@ func hostileCorpus() []string {
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 2300)
 	c = append(c, long)
 	c = append(c, strings.Repeat("a", 100000))
-	c = append(c, strings.Repeat(" ", 100000))
-	c = append(c, strings.Repeat("日本", 50000))
-	c = append(c, strings.Repeat("1", 100000))
-	c = append(c, strings.Repeat("😀", 25000))
-	c = append(c, strings.Repeat("ab\n", 33000))
+	// Shorter runs of the other shapes: the JS reference's BPE is slow on one huge word.
+	c = append(c, strings.Repeat(" ", 10000))
+	c = append(c, strings.Repeat("日本", 5000))
+	c = append(c, strings.Repeat("1", 10000))
+	c = append(c, strings.Repeat("😀", 2500))
+	c = append(c, strings.Repeat("ab\n", 3300))
 	var mixed strings.Builder
 	for mixed.Len() < 100000 {
 		for _, s := range c[:60] {

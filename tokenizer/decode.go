@@ -107,12 +107,13 @@ func buildDecoder(c *component) (decoderStep, error) {
 		}
 		return func(toks []string) []string {
 			for i, t := range toks {
-				// As the Rust decoder: in the first token every replacement char is dropped
-				// (unless the scheme is never), elsewhere each becomes a space.
+				// As the Rust decoder: in the first token every replacement char is dropped, not
+				// only a leading one (unless the scheme is never); elsewhere each becomes a space.
 				if i == 0 && scheme != "never" {
-					t = strings.TrimPrefix(t, repl)
+					toks[i] = strings.ReplaceAll(t, repl, "")
+				} else {
+					toks[i] = strings.ReplaceAll(t, repl, " ")
 				}
-				toks[i] = strings.ReplaceAll(t, repl, " ")
 			}
 			return toks
 		}, nil

@@ -94,7 +94,7 @@ func sentencePiecePlan(subs []*component) *spPlan {
 
 // keep reports whether id takes part in a decode.
 func (t *Tokenizer) keep(id int64, skip bool) bool {
-	return id >= 0 && id < int64(len(t.hasID)) && t.hasID[id] && !(skip && t.special[id])
+	return id >= 0 && id < int64(len(t.hasID)) && t.hasID[id] && !(skip && t.skippable[id])
 }
 
 // appendDecode appends the decode of ids to dst; scratch is reused between calls so that the

