@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -55,5 +56,14 @@ func TestCollectMergesAndWakesOnce(t *testing.T) {
 	}
 	if outs[0].Finish != wire.FinishNone || outs[2].Finish != wire.FinishLength {
 		t.Errorf("finishes %v %v", outs[0].Finish, outs[2].Finish)
+	}
+}
+
+// TestRequestStaysInItsSizeClass: the request struct is allocated per request; 416
+// bytes is a Go size class, and one byte more costs 32 per request in flight (the
+// memory target is per in-flight request).
+func TestRequestStaysInItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(request{}); n > 416 {
+		t.Errorf("request is %d bytes, more than the 416-byte size class", n)
 	}
 }

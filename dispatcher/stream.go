@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -151,13 +152,14 @@ type request struct {
 	tokens   []int64 // Stream: every token so far; Output.TokenIDs are windows of it
 	last     time.Time
 	got1st   bool
-	notify   chan struct{} // Stream: cap 1, poked after each delivery
-	bufLimit int
 	// collect (Stream.Collect): wake only at the end, and merge plain outputs into
 	// the last buffered one, whose tokens start at r.tokens[mergeAt] (-1: the last
-	// buffered output is not plain).
-	collect bool
-	mergeAt int
+	// buffered output is not plain). Packed into got1st's padding: a request is 416
+	// bytes, exactly a size class, and a byte more would cost 32 per request.
+	collect  bool
+	mergeAt  int32
+	notify   chan struct{} // Stream: cap 1, poked after each delivery
+	bufLimit int
 
 	// Migration (migrate.go). migrating: a lost engine's request moves rather than
 	// fails; orig is the request as submitted (the caller's own: it does not
@@ -203,8 +205,8 @@ func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
 	if r.collect && plain && r.buf.len() > 0 && r.mergeAt >= 0 {
 		last := r.buf.last()
 		r.tokens = append(r.tokens, out.NewTokenIDs...)
-		if end := len(r.tokens); end > r.mergeAt {
-			last.TokenIDs = r.tokens[r.mergeAt:end:end]
+		if end := len(r.tokens); end > int(r.mergeAt) {
+			last.TokenIDs = r.tokens[int(r.mergeAt):end:end]
 		}
 		last.Finish, last.StopReason = out.FinishReason, out.StopReason
 		if last.StopReason.Kind == wire.StopReasonText {
@@ -216,8 +218,8 @@ func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
 		return false
 	}
 	r.mergeAt = -1
-	if plain {
-		r.mergeAt = len(r.tokens)
+	if plain && len(r.tokens) <= math.MaxInt32 {
+		r.mergeAt = int32(len(r.tokens))
 	}
 	o := Output{
 		Finish:          out.FinishReason,
