@@ -41,6 +41,21 @@ func WritePNG(path string, r *Report) error {
 		}
 		plots = append(plots, p)
 	}
+	if h := r.HTTP; h != nil {
+		for _, m := range []struct {
+			title string
+			m     *HTTPMode
+		}{{"HTTP JSON: dispatch + return of the final output (µs)", h.JSON}, {"HTTP SSE: dispatch + return (µs)", h.SSE}} {
+			if m.m == nil || m.m.Switchyard == nil || m.m.Floor == nil {
+				continue
+			}
+			p, err := cdfPlot(m.title, m.m.Switchyard.Overhead, &m.m.Floor.Overhead)
+			if err != nil {
+				return err
+			}
+			plots = append(plots, p)
+		}
+	}
 	if len(r.Sweep) > 0 {
 		p, err := sweepPlot(r.Sweep)
 		if err != nil {

@@ -75,6 +75,13 @@ type Config struct {
 	// Profile, when set, writes a CPU profile of the switchyard phase to this file.
 	Profile string `json:"profile,omitempty"`
 
+	// HTTP runs the HTTP comparison instead of the client-protocol one: an HTTP
+	// floor (HTTPFloor) and switchyard's HTTP API with the same engines and load,
+	// each answering JSON, then each streaming SSE (httpmode.go).
+	HTTP bool `json:"http,omitempty"`
+	// HTTPStream is the phase's answer shape in the HTTP comparison (set per phase).
+	HTTPStream bool `json:"-"`
+
 	// Repeat runs the whole measurement this many times (0 or 1: once). Targets are
 	// judged met or missed only over two runs or more: one run's noise decides a
 	// ratio either way.

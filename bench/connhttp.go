@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,12 +15,13 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// httpConn drives POST /v1/completions with stream: true, one goroutine per request in
+// httpConn drives POST /v1/completions (stream true or false), one goroutine per request in
 // flight: an HTTP client has no other way to wait on many streams, and this is the
 // load generator, not the product. Its own cost is part of what the HTTP figures show.
 type httpConn struct {
 	url    string
 	cfg    Config
+	sse    bool
 	sink   sink
 	client *http.Client
 	wg     sync.WaitGroup
@@ -27,11 +29,11 @@ type httpConn struct {
 	cancel context.CancelFunc // close abandons streams still open after the drain
 }
 
-func newHTTPConn(target string, cfg Config, s sink) *httpConn {
+func newHTTPConn(target string, cfg Config, s sink, stream bool) *httpConn {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{
-		url: strings.TrimSuffix(target, "/") + "/v1/completions", cfg: cfg, sink: s,
+		url: strings.TrimSuffix(target, "/") + "/v1/completions", cfg: cfg, sink: s, sse: stream,
 		client: &http.Client{Transport: tr}, ctx: ctx, cancel: cancel,
 	}
 }
@@ -55,7 +57,7 @@ type completionChunk struct {
 func (c *httpConn) submit(seq int64, req *wire.EngineCoreRequest) error {
 	body, err := json.Marshal(completionBody{
 		Model: "bench", Prompt: req.PromptTokenIDs, MaxTokens: c.cfg.OutputTokens,
-		Stream: true, IgnoreEOS: true, RequestID: req.RequestID,
+		Stream: c.sse, IgnoreEOS: true, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return err
@@ -83,6 +85,9 @@ func (c *httpConn) stream(seq int64, body []byte) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("bench: %s: %s", c.url, resp.Status)
+	}
+	if !c.sse {
+		return c.whole(seq, resp)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
@@ -117,6 +122,25 @@ func (c *httpConn) stream(seq int64, body []byte) error {
 		return err
 	}
 	return fmt.Errorf("bench: stream ended without a finish reason")
+}
+
+// whole reads a JSON answer: every token arrives at once, with the finish.
+func (c *httpConn) whole(seq int64, resp *http.Response) error {
+	b, err := io.ReadAll(resp.Body)
+	now := nowNS()
+	if err != nil {
+		return err
+	}
+	var ch completionChunk
+	if err := json.Unmarshal(b, &ch); err != nil || len(ch.Choices) != 1 {
+		return fmt.Errorf("bench: bad completion answer %.200q", b)
+	}
+	ch0 := ch.Choices[0]
+	if ch0.FinishReason == nil || *ch0.FinishReason == "abort" || *ch0.FinishReason == "error" {
+		return fmt.Errorf("bench: completion answer without a good finish: %.200q", b)
+	}
+	c.sink.output(seq, len(ch0.TokenIDs), true, now)
+	return nil
 }
 
 func (c *httpConn) close() error {

@@ -30,6 +30,10 @@ type Report struct {
 	// Sweep is the throughput-vs-latency curve, one point per offered rate.
 	Sweep []SweepPoint `json:"sweep,omitempty"`
 
+	// HTTP is the HTTP comparison's result (Config.HTTP): switchyard's HTTP API
+	// against an HTTP floor, JSON and SSE.
+	HTTP *HTTPReport `json:"http,omitempty"`
+
 	// Memory is the in-flight memory scenario's result (Config.Inflight > 0).
 	Memory *Memory `json:"memory,omitempty"`
 

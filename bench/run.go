@@ -24,6 +24,11 @@ type Options struct {
 	// the binary and the arguments before the engine flags, e.g.
 	// [/usr/bin/switchyard bench engine]. See EngineFlags.
 	EngineCommand []string
+	// ServerCommand starts one HTTP server of the --http comparison as a child process
+	// (the binary and the arguments before its flags, e.g. [/usr/bin/switchyard bench
+	// http-server]), so its CPU and allocations are measured alone; nil runs both
+	// servers in this process.
+	ServerCommand []string
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +81,15 @@ func runOnce(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			return nil, err
 		}
 		r.Memory = m
+		r.Targets = checkTargets(r)
+		return r, nil
+	}
+	if cfg.HTTP {
+		h, err := runHTTP(ctx, cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		r.HTTP = h
 		r.Targets = checkTargets(r)
 		return r, nil
 	}
@@ -215,6 +229,11 @@ func buildPhase(name string, cfg Config, l *load, recs []EngineRecord, begin, en
 	if len(recs) == 0 {
 		p.PerRank = nil
 	}
+	if cfg.HTTP && !cfg.HTTPStream {
+		// A JSON answer arrives whole after the final output: its overhead is the
+		// dispatch plus the return of that final output.
+		p.Overhead = t.OverheadLast.Summarize()
+	}
 	if secs > 0 {
 		p.RequestsPerS = float64(l.winDone.Load()) / secs
 		p.OutputTokensPerS = float64(l.winTokens.Load()) / secs
@@ -241,6 +260,9 @@ type sampler struct {
 func startSampler(cfg Config, opt Options, sys system, l *load, began time.Time) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), sys: sys}
 	snap := func() procSnap {
+		if sn, ok := sys.(snapper); ok {
+			return sn.snap()
+		}
 		if pid := sys.pid(); pid > 0 {
 			return snapPID(pid)
 		}

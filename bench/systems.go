@@ -109,7 +109,7 @@ func (s *targetSystem) connect(ctx context.Context, sk sink) (conn, error) {
 	t := s.cfg.Target
 	switch {
 	case strings.HasPrefix(t, "http://"), strings.HasPrefix(t, "https://"):
-		return newHTTPConn(t, s.cfg, sk), nil
+		return newHTTPConn(t, s.cfg, sk, true), nil
 	case strings.HasPrefix(t, "tcp://"), strings.HasPrefix(t, "ipc://"):
 		return dialZMQ(ctx, transport.ZMQ, t, sk, wire.Native())
 	}

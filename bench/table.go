@@ -37,9 +37,23 @@ func PrintTable(w io.Writer, r *Report) error {
 	if r.Memory != nil {
 		return printMemory(w, r.Memory)
 	}
-	phases := []*Phase{r.Switchyard}
-	if r.Baseline != nil {
-		phases = append(phases, r.Baseline)
+	if r.HTTP != nil {
+		return printHTTP(w, r)
+	}
+	return printPhases(w, r, []*Phase{r.Switchyard, r.Baseline})
+}
+
+// printPhases writes the latency and cost tables of phases (nil ones left out), the
+// ratio, the sweep, the warnings and the targets.
+func printPhases(w io.Writer, r *Report, all []*Phase) error {
+	var phases []*Phase
+	for _, p := range all {
+		if p != nil {
+			phases = append(phases, p)
+		}
+	}
+	if len(phases) == 0 {
+		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "latency (µs)\t")
@@ -189,4 +203,35 @@ func printTargets(w io.Writer, ts []Target) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printHTTP writes the HTTP comparison: the four phases, then the ratios.
+func printHTTP(w io.Writer, r *Report) error {
+	h := r.HTTP
+	if h.ServerProcess {
+		fmt.Fprintln(w, "HTTP: process CPU and allocs are the server process's alone (a child process per phase)")
+	} else {
+		fmt.Fprintln(w, "HTTP: both servers ran in this process: CPU and allocs include the client and the engines")
+	}
+	fmt.Fprintln(w, "JSON phases: dispatch+return is dispatch plus the return of the final output (the answer comes whole)")
+	fmt.Fprintln(w)
+	rr := *r
+	rr.Targets, rr.Warnings = nil, nil
+	if err := printPhases(w, &rr, []*Phase{h.JSON.Switchyard, h.JSON.Floor, h.SSE.Switchyard, h.SSE.Floor}); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, m := range []struct {
+		shape string
+		m     *HTTPMode
+	}{{"JSON", h.JSON}, {"SSE", h.SSE}} {
+		line := fmt.Sprintf("HTTP %-4s switchyard / floor: CPU per request %.2fx, allocs per request %.2fx", m.shape, m.m.CPURatio, m.m.AllocRatio)
+		if o := m.m.OverheadRatio; o != nil {
+			line += fmt.Sprintf(", latency overhead p50 %.2fx p99 %.2fx", o.P50, o.P99)
+		}
+		fmt.Fprintln(w, line)
+	}
+	printWarnings(w, r.Warnings)
+	printTargets(w, r.Targets)
+	return nil
 }

@@ -39,6 +39,7 @@ func checkTargets(r *Report) []Target {
 			Got: d, Unit: "µs CPU", Met: true,
 			Note: "anchors: vLLM Python ~131 M instructions/request, Rust ~9.8 M, both with HTTP and tokenization"})
 	}
+	ts = append(ts, httpTargets(r.HTTP)...)
 	// One run: each target's comparison is recorded (MetRuns) but not a verdict.
 	for i := range ts {
 		t := &ts[i]
@@ -47,6 +48,40 @@ func checkTargets(r *Report) []Target {
 			t.MetRuns = 1
 		}
 		t.Met = t.Want == wantReported
+	}
+	return ts
+}
+
+// httpTargets are issue #13's goals for the HTTP path against the floor, per answer
+// shape.
+func httpTargets(h *HTTPReport) []Target {
+	if h == nil {
+		return nil
+	}
+	where := "server process alone"
+	if !h.ServerProcess {
+		where = "whole bench process (client and engines included): run the binary for the server's own"
+	}
+	var ts []Target
+	for _, m := range []struct {
+		shape string
+		m     *HTTPMode
+	}{{"JSON", h.JSON}, {"SSE", h.SSE}} {
+		if m.m == nil || m.m.Floor == nil || m.m.Switchyard == nil {
+			continue
+		}
+		sw, fl := m.m.Switchyard, m.m.Floor
+		ts = append(ts, Target{Name: "HTTP " + m.shape + " CPU per request vs floor", Want: "<= 1.5x", Got: m.m.CPURatio, Unit: "x",
+			Met: m.m.CPURatio > 0 && m.m.CPURatio <= 1.5,
+			Note: fmt.Sprintf("switchyard %s µs, floor %s µs (%s); allocs/request %s vs %s", fmtFloat(sw.CPUSecondsPer1kRequests*1000),
+				fmtFloat(fl.CPUSecondsPer1kRequests*1000), where, fmtFloat(sw.AllocsPerRequest), fmtFloat(fl.AllocsPerRequest))})
+		if r := m.m.OverheadRatio; r != nil {
+			ts = append(ts,
+				Target{Name: "HTTP " + m.shape + " latency overhead p50 vs floor", Want: "<= 1.3x", Got: r.P50, Unit: "x", Met: r.P50 <= 1.3,
+					Note: fmt.Sprintf("switchyard %s µs, floor %s µs", fmtFloat(sw.Overhead.P50US), fmtFloat(fl.Overhead.P50US))},
+				Target{Name: "HTTP " + m.shape + " latency overhead p99 vs floor", Want: "<= 2x", Got: r.P99, Unit: "x", Met: r.P99 <= 2,
+					Note: fmt.Sprintf("switchyard %s µs, floor %s µs", fmtFloat(sw.Overhead.P99US), fmtFloat(fl.Overhead.P99US))})
+		}
 	}
 	return ts
 }

@@ -28,18 +28,21 @@ type Timings struct {
 	Return     *Hist // engine sent the first output -> the client received it
 	ReturnLast *Hist // engine sent the final output -> the client received it
 	Overhead   *Hist // Dispatch + Return of the same request: the frontend's share of TTFT
-	TTFT       *Hist // client submit -> first output received
-	E2E        *Hist // client submit -> final output received
-	PerRank    []int64
-	Measured   int64 // requests in the measured window that finished
-	Failed     int64 // requests in the measured window that failed
-	Unmatched  int64 // finished requests no engine record was found for
-	Tokens     int64 // output tokens of measured requests
+	// OverheadLast is Dispatch + ReturnLast: the frontend's share of a non-streaming
+	// answer, which the client receives only after the final output.
+	OverheadLast *Hist
+	TTFT         *Hist // client submit -> first output received
+	E2E          *Hist // client submit -> final output received
+	PerRank      []int64
+	Measured     int64 // requests in the measured window that finished
+	Failed       int64 // requests in the measured window that failed
+	Unmatched    int64 // finished requests no engine record was found for
+	Tokens       int64 // output tokens of measured requests
 }
 
 func newTimings(ranks int) *Timings {
 	return &Timings{
-		Dispatch: NewHist(), Return: NewHist(), ReturnLast: NewHist(), Overhead: NewHist(),
+		Dispatch: NewHist(), Return: NewHist(), ReturnLast: NewHist(), Overhead: NewHist(), OverheadLast: NewHist(),
 		TTFT: NewHist(), E2E: NewHist(), PerRank: make([]int64, ranks),
 	}
 }
@@ -69,6 +72,7 @@ func Join(clients []ClientRecord, engines []EngineRecord, from int64, ranks int)
 		t.Overhead.Record(d + r)
 		if e.LastSend != 0 {
 			t.ReturnLast.Record(time.Duration(c.LastRecv - e.LastSend))
+			t.OverheadLast.Record(d + time.Duration(c.LastRecv-e.LastSend))
 		}
 	}
 	for i := range clients {

@@ -203,22 +203,11 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		}
 		// The chosen engine's context bounds max_tokens (the caller's params stay
 		// as they are: another engine may be tried with its own bound).
-		orig := req.Sampling
-		capped, err := capMaxTokens(orig, promptLen(req), e.maxModelLen.Load())
+		capped, err := capMaxTokens(req.Sampling, promptLen(req), e.maxModelLen.Load())
 		if err != nil {
 			return err
 		}
-		req.Sampling = capped
-		retry, err := d.admit(req, r, e, start, ctx)
-		if r.migrating {
-			// Once admitted, the request may already be moving (its engine went
-			// down): a migration reads r.orig, this very request, under r.mu.
-			r.mu.Lock()
-			req.Sampling = orig
-			r.mu.Unlock()
-		} else {
-			req.Sampling = orig
-		}
+		retry, err := d.admit(req, capped, r, e, start, ctx)
 		if !retry {
 			return err
 		}
@@ -237,14 +226,20 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 	}
 }
 
-// admit sends r's ADD to e. retry reports a failure that left no trace (e went down
-// or refused the frame), so another engine may be tried.
-func (d *Dispatcher) admit(req *wire.EngineCoreRequest, r *request, e *engine, start time.Time,
+// admit sends r's ADD to e, with sampling params capped (req's own are put back
+// before r.mu is released: a move reads them under r.mu from the moment r is in the
+// table). retry reports a failure that left no trace (e went down or refused the
+// frame), so another engine may be tried.
+func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingParams, r *request, e *engine, start time.Time,
 	ctx context.Context) (retry bool, err error) {
 	// r.mu is held until the ADD is handed to the Sender, so no abort of r (by id,
 	// EngineDown, Close, a cancelled context) can queue an ABORT ahead of its ADD.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if orig := req.Sampling; capped != orig {
+		req.Sampling = capped
+		defer func() { req.Sampling = orig }() // runs before the unlock
+	}
 	r.eng, r.done = e, false
 	if e.inFlight.Add(1) == 1 {
 		// Busy from now: the engine owes outputs from here on, not from the

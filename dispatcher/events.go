@@ -183,8 +183,11 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 		return true
 	}
 	if !fin {
+		collect := r.collect
 		r.mu.Unlock()
-		r.wake()
+		if !collect {
+			r.wake()
+		}
 		return true
 	}
 	r.done = true

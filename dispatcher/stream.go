@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,19 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 	}
 }
 
+// Collect is for a caller that answers once, at the finish (a non-streaming HTTP
+// completion): from now on Recv is woken only by the final output or the end of the
+// request, not by every output, and plain outputs (tokens, no logprobs or other
+// extras) that arrive while unread are merged into one, so a long answer neither
+// wakes its reader per step nor fills the stream's buffer. What Recv returns is
+// unchanged but for the merging: the same tokens, in order, and the same finish.
+func (s *Stream) Collect() {
+	r := s.r
+	r.mu.Lock()
+	r.collect = true
+	r.mu.Unlock()
+}
+
 // Close aborts the request at its engine if it is still live; buffered outputs can
 // still be read. Close is idempotent.
 func (s *Stream) Close() {
@@ -138,6 +152,12 @@ type request struct {
 	tokens   []int64 // Stream: every token so far; Output.TokenIDs are windows of it
 	last     time.Time
 	got1st   bool
+	// collect (Stream.Collect): wake only at the end, and merge plain outputs into
+	// the last buffered one, whose tokens start at r.tokens[mergeAt] (-1: the last
+	// buffered output is not plain). Packed into got1st's padding: a request is 416
+	// bytes, exactly a size class, and a byte more would cost 32 per request.
+	collect  bool
+	mergeAt  int32
 	notify   chan struct{} // Stream: cap 1, poked after each delivery
 	bufLimit int
 
@@ -180,8 +200,26 @@ func (r *request) wake() {
 // full (slow consumer); a final output is always accepted so a stream can end.
 // Caller holds r.mu.
 func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
+	plain := out.NewLogprobs == nil && out.NewPromptLogprobsTensors == nil && out.PoolingOutput == nil &&
+		out.KVTransferParams == nil && out.PrefillStats == nil && out.NumNaNsInLogits == 0
+	if r.collect && plain && r.buf.len() > 0 && r.mergeAt >= 0 {
+		last := r.buf.last()
+		r.tokens = append(r.tokens, out.NewTokenIDs...)
+		if end := len(r.tokens); end > int(r.mergeAt) {
+			last.TokenIDs = r.tokens[int(r.mergeAt):end:end]
+		}
+		last.Finish, last.StopReason = out.FinishReason, out.StopReason
+		if last.StopReason.Kind == wire.StopReasonText {
+			last.StopReason.Text = strings.Clone(last.StopReason.Text)
+		}
+		return true
+	}
 	if r.buf.len() >= r.bufLimit && !out.Finished() {
 		return false
+	}
+	r.mergeAt = -1
+	if plain && len(r.tokens) <= math.MaxInt32 {
+		r.mergeAt = int32(len(r.tokens))
 	}
 	o := Output{
 		Finish:          out.FinishReason,
@@ -256,6 +294,11 @@ func (q *outRing) push(o Output) {
 	}
 	q.slots[(q.head+q.n)%len(q.slots)] = o
 	q.n++
+}
+
+// last is the most recently pushed output; the ring must not be empty.
+func (q *outRing) last() *Output {
+	return &q.slots[(q.head+q.n-1)%len(q.slots)]
 }
 
 func (q *outRing) pop() Output {

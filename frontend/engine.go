@@ -22,6 +22,15 @@ type sendItem struct {
 	counted bool   // counted against client's share (ADDs)
 }
 
+// size is the message's length on the wire, frames' headers aside.
+func (it *sendItem) size() int {
+	n := len(it.body)
+	for _, a := range it.aux {
+		n += len(a)
+	}
+	return n
+}
+
 // engine is one generation of one rank: its sockets, its send queue and writer, and
 // its lifecycle. A rejoin makes a new engine value for the same rank.
 type engine struct {
@@ -37,6 +46,8 @@ type engine struct {
 	sendq        *sendQueue
 	st           atomic.Int32 // EngineState, read by Send without locks
 	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
+	w            engineWriter // the one writer (writeLoop, or a submitter: tryFlush)
+	sinceOut     atomic.Int64 // messages written since the engine's last output message
 	lastOutput   atomic.Int64
 	inputGone    atomic.Int64 // unix nanos when the input DEALER disconnected; 0 = connected
 	info         atomic.Pointer[EngineInfo]
@@ -95,6 +106,9 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 	}
 	ok, room := e.sendq.tryPush(client, it, wait)
 	if ok {
+		if wait {
+			e.tryFlush(it.size()) // an ADD: write it here if the writer is idle
+		}
 		return nil
 	}
 	if room == nil {
@@ -126,6 +140,7 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 			return err
 		}
 		if ok, room = e.sendq.tryPush(client, it, true); ok {
+			e.tryFlush(it.size())
 			return nil
 		}
 		if room == nil {
@@ -179,18 +194,13 @@ func (e *engine) deadCause() error {
 // maxWriteBatch bounds how many queued frames one socket write carries.
 const maxWriteBatch = 64
 
-// writeLoop is the engine's only writer: one socket write at a time, timed so the
-// watchdog can see a write that does not complete. Whatever queued up while the
+// writeLoop is the engine's writer of last resort: one socket write at a time, timed
+// so the watchdog can see a write that does not complete. Whatever queued up while the
 // previous write was in progress goes out in one writev (transport.SendBatch), so a
-// burst of ADDs costs one system call instead of one each.
+// burst of ADDs costs one system call instead of one each. A submitter that finds the
+// writer idle writes its own ADD (tryFlush) and this loop is not woken for it.
 func (e *engine) writeLoop() {
 	defer e.f.wg.Done()
-	var (
-		items  = make([]sendItem, 0, maxWriteBatch)
-		frames = make([][]byte, 0, 4*maxWriteBatch)
-		msgs   = make([][][]byte, 0, maxWriteBatch)
-		ends   = make([]int, 0, maxWriteBatch)
-	)
 	for {
 		select {
 		case <-e.sendq.ready:
@@ -198,47 +208,101 @@ func (e *engine) writeLoop() {
 			e.sendq.close()
 			return
 		}
-		for {
-			items = e.sendq.popBatch(items[:0], maxWriteBatch)
-			if len(items) == 0 {
-				break
+		e.w.mu.Lock()
+		e.flushLocked()
+		e.w.mu.Unlock()
+	}
+}
+
+// engineWriter is the one-writer rule as a lock: whoever holds mu (the write loop,
+// or a submitter that found it free) is the engine's only writer, and writes what is
+// queued in order. The slices are its scratch space.
+type engineWriter struct {
+	mu     sync.Mutex
+	items  []sendItem
+	frames [][]byte
+	msgs   [][][]byte
+	ends   []int
+}
+
+// tryFlush writes the queue on the caller's goroutine when no one else is writing:
+// an ADD submitted to an idle engine reaches the socket without waking the write
+// loop (one goroutine hand-off fewer). When the writer is busy the ADD stays queued
+// and goes out with the writer's next batch.
+//
+// A submitter must not be the one whose write blocks on an engine that stopped
+// reading (its caller, e.g. a msgpack client's reader, would wait for the watchdog),
+// so it writes only small messages, and only while the engine has sent output since
+// the last few writes: a live engine reads its input, and what a few small ADDs add
+// to an empty-enough socket buffer cannot block. Past that the write loop writes, as
+// before, and the watchdog times it.
+func (e *engine) tryFlush(size int) {
+	if e.in == nil || size > directWriteMaxBytes || e.sinceOut.Load() >= directWriteMaxMsgs {
+		return // no socket (tests pop the queue by hand), a large message, or a quiet engine
+	}
+	if !e.w.mu.TryLock() {
+		return
+	}
+	e.flushLocked()
+	e.w.mu.Unlock()
+}
+
+// Bounds of a submitter's own write (tryFlush).
+const (
+	directWriteMaxBytes = 64 << 10
+	directWriteMaxMsgs  = 4
+)
+
+// flushLocked writes queued messages until the queue is empty. The wake-up token is
+// taken before each look at the queue, so a message pushed after the last look
+// leaves a token and the write loop sends it. Caller holds e.w.mu.
+func (e *engine) flushLocked() {
+	w := &e.w
+	for {
+		select {
+		case <-e.sendq.ready:
+		default:
+		}
+		w.items = e.sendq.popBatch(w.items[:0], maxWriteBatch)
+		if len(w.items) == 0 {
+			return
+		}
+		// Frames first, then the message windows: frames must not move once
+		// msgs point into it.
+		w.frames, w.ends = w.frames[:0], w.ends[:0]
+		for _, it := range w.items {
+			w.frames = append(w.frames, e.id[:], typeFrames[it.typ&3], it.body)
+			w.frames = append(w.frames, it.aux...)
+			w.ends = append(w.ends, len(w.frames))
+		}
+		w.msgs = w.msgs[:0]
+		start := 0
+		for _, end := range w.ends {
+			w.msgs = append(w.msgs, w.frames[start:end:end])
+			start = end
+		}
+		var err error
+		e.sinceOut.Add(int64(len(w.items)))
+		e.pendingSince.Store(time.Now().UnixNano())
+		transport.SendBatch(e.in, w.msgs, func(_ int, ferr error) {
+			if err == nil {
+				err = ferr
 			}
-			// Frames first, then the message windows: frames must not move once
-			// msgs point into it.
-			frames, ends = frames[:0], ends[:0]
-			for _, it := range items {
-				frames = append(frames, e.id[:], typeFrames[it.typ&3], it.body)
-				frames = append(frames, it.aux...)
-				ends = append(ends, len(frames))
+		})
+		e.pendingSince.Store(0)
+		for i := range w.items {
+			wire.PutBuffer(w.items[i].body)
+		}
+		clear(w.items)
+		clear(w.frames)
+		clear(w.msgs)
+		if err != nil {
+			if errors.Is(err, transport.ErrSendTimeout) {
+				e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
+			} else {
+				e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
 			}
-			msgs = msgs[:0]
-			start := 0
-			for _, end := range ends {
-				msgs = append(msgs, frames[start:end:end])
-				start = end
-			}
-			var err error
-			e.pendingSince.Store(time.Now().UnixNano())
-			transport.SendBatch(e.in, msgs, func(_ int, ferr error) {
-				if err == nil {
-					err = ferr
-				}
-			})
-			e.pendingSince.Store(0)
-			for i := range items {
-				wire.PutBuffer(items[i].body)
-			}
-			clear(items)
-			clear(frames)
-			clear(msgs)
-			if err != nil {
-				if errors.Is(err, transport.ErrSendTimeout) {
-					e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
-				} else {
-					e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
-				}
-				break // down: the next select sees it and drains the queue
-			}
+			return // down: the write loop sees it and drains the queue
 		}
 	}
 }
@@ -298,6 +362,7 @@ func (e *engine) outputLoop() {
 			e.f.markDown(e, Dead, ErrEngineCoreDead)
 			continue
 		}
+		e.sinceOut.Store(0)          // the engine is alive and reading: see tryFlush
 		dec.Layout = e.layout.Load() // nil (native) until placed: probe replies only
 		if err := dec.Decode(frames, &outs); err != nil {
 			e.f.markDown(e, Dead, e.decodeError(err))

@@ -506,6 +506,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 		a.stream(w, r, c, events, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, span)
 		return
 	}
+	for _, s := range streams {
+		// The answer is written once, at the finish: the handler is woken by the
+		// final output, not per step (unread outputs merge in the stream).
+		s.Collect()
+	}
 	for !c.done() {
 		ev, err := events.next(ctx)
 		if err != nil {
@@ -522,7 +527,24 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			c.add(ev.choice, toWire(&ev.out))
 		}
 	}
-	writeJSON(w, http.StatusOK, c.response())
+	writeCompletion(w, c)
+}
+
+// writeCompletion writes the non-streaming answer: by hand (completionjson.go), or
+// through encoding/json when a value needs it.
+func writeCompletion(w http.ResponseWriter, c *completion) {
+	bp := answerBufs.Get().(*[]byte)
+	defer answerBufs.Put(bp)
+	u := c.totals()
+	b, ok := appendCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u)
+	if !ok {
+		b = marshalCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u, false)
+	}
+	b = append(b, '\n')
+	*bp = b
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 // stream answers with server-sent events: one chunk per engine step per choice, a
@@ -535,14 +557,37 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
-	buf := make([]byte, 0, 512)
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		buf = append(append(append(buf[:0], "data: "...), b...), "\n\n"...)
+	bp := answerBufs.Get().(*[]byte)
+	defer answerBufs.Put(bp)
+	buf := *bp
+	write := func() bool {
+		buf = append(buf, "\n\n"...)
+		*bp = buf
 		if _, err := w.Write(buf); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
+	}
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		buf = append(append(buf[:0], "data: "...), b...)
+		return write()
+	}
+	// sendChunk writes a chunk of one choice (or none, with usage) without building
+	// a CompletionResponse and without encoding/json.
+	one := make([]Choice, 1)
+	sendChunk := func(ch *Choice, usage *Usage) bool {
+		chs := one[:0]
+		if ch != nil {
+			one[0] = *ch
+			chs = one
+		}
+		buf = append(buf[:0], "data: "...)
+		var ok bool
+		if buf, ok = appendCompletion(buf, c.id, c.model, c.created, chs, usage); !ok {
+			buf = marshalCompletion(buf, c.id, c.model, c.created, chs, usage, true)
+		}
+		return write()
 	}
 	for !c.done() {
 		ev, err := events.next(ctx)
@@ -556,7 +601,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 			if apiErr.Status == http.StatusServiceUnavailable {
 				reason = wire.FinishAbort
 			}
-			if !send(c.chunk([]Choice{c.fail(ev.choice, reason)}, nil)) || !send(apiErr.body()) {
+			failed := c.fail(ev.choice, reason)
+			if !sendChunk(&failed, nil) || !send(apiErr.body()) {
 				return
 			}
 			continue
@@ -567,11 +613,12 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 		if len(ev.out.TokenIDs) > 0 {
 			span.firstToken()
 		}
-		if !send(c.chunk([]Choice{c.add(ev.choice, toWire(&ev.out))}, nil)) {
+		delta := c.add(ev.choice, toWire(&ev.out))
+		if !sendChunk(&delta, nil) {
 			return // write failed: the client left; deferred Close aborts the rest
 		}
 	}
-	if includeUsage && !send(c.chunk(nil, c.totals())) {
+	if includeUsage && !sendChunk(nil, c.totals()) {
 		return
 	}
 	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err == nil {

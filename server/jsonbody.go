@@ -19,6 +19,7 @@ import (
 	"io"
 	"reflect"
 	"sync"
+	"unicode/utf8"
 )
 
 const (
@@ -442,6 +443,9 @@ func decodeField(key string, raw []byte, dst any) error {
 		*rm = raw
 		return nil
 	}
+	if scalarField(raw, dst) {
+		return nil
+	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -450,6 +454,93 @@ func decodeField(key string, raw []byte, dst any) error {
 		return badRequest(key, "%s: %v", key, err)
 	}
 	return nil
+}
+
+// scalarField decodes the common scalar fields (model, max_tokens, stream,
+// ignore_eos, request_id, ...) without encoding/json's reflection when raw is plainly
+// of the field's type: true/false, an integer of at most 18 digits, a string without
+// escapes in valid UTF-8, or null for a pointer. It reports false, leaving dst as it
+// was, for anything else, which encoding/json then decodes (or refuses) as before.
+// raw was syntax-checked by capture.
+func scalarField(raw []byte, dst any) bool {
+	switch d := dst.(type) {
+	case *bool:
+		switch string(raw) {
+		case "true":
+			*d = true
+		case "false":
+			*d = false
+		default:
+			return false
+		}
+	case *int64:
+		v, ok := plainInt(raw)
+		if !ok {
+			return false
+		}
+		*d = v
+	case **int64:
+		if string(raw) == "null" {
+			*d = nil
+			return true
+		}
+		v, ok := plainInt(raw)
+		if !ok {
+			return false
+		}
+		*d = &v
+	case *string:
+		v, ok := plainString(raw)
+		if !ok {
+			return false
+		}
+		*d = v
+	case **string:
+		if string(raw) == "null" {
+			*d = nil
+			return true
+		}
+		v, ok := plainString(raw)
+		if !ok {
+			return false
+		}
+		*d = &v
+	default:
+		return false
+	}
+	return true
+}
+
+func plainInt(raw []byte) (int64, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	var v int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(raw) {
+		v = -v
+	}
+	return v, true
+}
+
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') >= 0 || !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // decodeStreamOptions matches stream_options' own field exactly, as vLLM does.

@@ -5,6 +5,7 @@ package server
 // fields matched by their exact names.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -128,6 +129,22 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 	var ids []int64
 	var num []byte
 	for {
+		if id, sep, ok := p.fastID(); ok {
+			// The common element, a small integer and its separator, read straight
+			// from the buffered bytes (the byte-at-a-time path below was 13% of a
+			// request's CPU for a 100-token prompt); the checks are the same.
+			if len(ids) == p.maxTokens {
+				return nil, p.tooManyIDs(where)
+			}
+			if ids == nil {
+				ids = make([]int64, 0, p.idsHint())
+			}
+			ids = append(ids, id)
+			if sep == ']' {
+				return ids, nil
+			}
+			continue
+		}
 		c, err := p.ws()
 		if err != nil {
 			return nil, err
@@ -156,11 +173,7 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 			return nil, badRequest("prompt", "%s[%d]: token id %d is negative", where, len(ids), id)
 		}
 		if len(ids) == p.maxTokens {
-			if p.maxTokens < MaxPromptTokens {
-				// No engine could take it: stop here rather than read the rest.
-				return nil, badRequest("prompt", "%s has more than %d tokens: longer than the maximum model length of every engine (%d)", where, p.maxTokens, p.maxTokens)
-			}
-			return nil, badRequest("prompt", "%s has more than %d tokens, the limit", where, MaxPromptTokens)
+			return nil, p.tooManyIDs(where)
 		}
 		ids = append(ids, id)
 		if c, err = p.ws(); err != nil {
@@ -173,6 +186,64 @@ func (p *jsonReader) ids(where string, flat bool) ([]int64, error) {
 			return nil, p.syntax("expected , or ] in array")
 		}
 	}
+}
+
+// idsHint sizes a prompt's id slice once: the elements up to the first ']' in the
+// buffered bytes (exact for a flat prompt that is buffered whole), at least 16.
+func (p *jsonReader) idsHint() int {
+	b, _ := p.r.Peek(p.r.Buffered())
+	if i := bytes.IndexByte(b, ']'); i >= 0 {
+		b = b[:i]
+	}
+	return min(max(bytes.Count(b, []byte{','})+2, 16), p.maxTokens+1)
+}
+
+// slowIDsOnly turns fastID off (tests compare the two paths).
+var slowIDsOnly bool
+
+func (p *jsonReader) tooManyIDs(where string) error {
+	if p.maxTokens < MaxPromptTokens {
+		// No engine could take it: stop here rather than read the rest.
+		return badRequest("prompt", "%s has more than %d tokens: longer than the maximum model length of every engine (%d)", where, p.maxTokens, p.maxTokens)
+	}
+	return badRequest("prompt", "%s has more than %d tokens, the limit", where, MaxPromptTokens)
+}
+
+// fastID reads one array element that is a plain non-negative integer of at most
+// 18 digits (no sign, fraction, exponent or leading zero), with the whitespace
+// around it and the ',' or ']' after it, when all of it is already buffered and
+// nothing is being captured; ok false consumes nothing and leaves it to the
+// general path, which also produces every error.
+func (p *jsonReader) fastID() (id int64, sep byte, ok bool) {
+	if p.buf != nil || slowIDsOnly {
+		return 0, 0, false
+	}
+	b, _ := p.r.Peek(p.r.Buffered())
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		id = id*10 + int64(b[i]-'0')
+		i++
+	}
+	if n := i - start; n == 0 || n > 18 || (n > 1 && b[start] == '0') {
+		return 0, 0, false
+	}
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	if i >= len(b) || (b[i] != ',' && b[i] != ']') {
+		return 0, 0, false
+	}
+	sep = b[i]
+	i++
+	if _, err := p.r.Discard(i); err != nil {
+		return 0, 0, false
+	}
+	p.off += int64(i)
+	return id, sep, true
 }
 
 // field returns a pointer to the field named key (exactly), or nil.

@@ -99,14 +99,6 @@ func (c *completion) totals() *Usage {
 	return &u
 }
 
-// response is the non-streaming body.
-func (c *completion) response() *CompletionResponse {
-	return &CompletionResponse{
-		ID: c.id, Object: "text_completion", Created: c.created, Model: c.model,
-		Choices: c.choices, Usage: c.totals(),
-	}
-}
-
 // chunk wraps streaming choices (or, with usage, the final usage-only chunk).
 func (c *completion) chunk(choices []Choice, usage *Usage) *CompletionResponse {
 	if choices == nil {

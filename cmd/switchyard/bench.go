@@ -60,10 +60,12 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
+			&cli.BoolFlag{Name: "http", Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
+				"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
 		}, pdBenchFlags()...),
 		Action:   runBench,
-		Commands: []*cli.Command{benchEngineCommand()},
+		Commands: []*cli.Command{benchEngineCommand(), benchHTTPServerCommand()},
 	}
 }
 
@@ -109,6 +111,10 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 			cfg.Sweep = append(cfg.Sweep, r)
 		}
 	}
+	if cmd.Bool("http") {
+		cfg.HTTP = true
+		httpDefaults(cmd, &cfg)
+	}
 	if t := cmd.String("target"); t != "" {
 		cfg.Mode = bench.ModeTarget
 		cfg.Target = t
@@ -128,6 +134,13 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 			return fmt.Errorf("--engines-as-processes: %w", err)
 		}
 		opt.EngineCommand = []string{exe, "bench", "engine"}
+	}
+	if cfg.HTTP {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		opt.ServerCommand = []string{exe, "bench", "http-server"}
 	}
 	rep, err := bench.Run(ctx, cfg, opt)
 	if err != nil {
@@ -199,6 +212,52 @@ func benchEngineCommand() *cli.Command {
 				err = werr
 			}
 			return err
+		},
+	}
+}
+
+// httpDefaults gives --http the shape of issue 13's measurement for every flag the
+// command line left unset.
+func httpDefaults(cmd *cli.Command, cfg *bench.Config) {
+	set := func(name string, f func()) {
+		if !cmd.IsSet(name) {
+			f()
+		}
+	}
+	set("engines", func() { cfg.Engines = 2 })
+	set("step-time", func() { cfg.StepTime = 2 * time.Millisecond })
+	set("rate", func() { cfg.Rate = 0 })
+	set("concurrency", func() { cfg.Concurrency = 64 })
+	set("prompt-tokens", func() { cfg.PromptTokens = 100 })
+	set("output-tokens", func() { cfg.OutputTokens = 16 })
+	set("duration", func() { cfg.Duration = 5 * time.Second })
+	set("warmup", func() { cfg.Warmup = time.Second })
+}
+
+// benchHTTPServerCommand is the child process of --http: the HTTP floor or switchyard
+// in a process of its own, so its CPU and allocations are measured alone.
+func benchHTTPServerCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "http-server",
+		Usage:  "one HTTP server of the --http comparison (started by `switchyard bench --http`)",
+		Hidden: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "system", Required: true},
+			&cli.IntFlag{Name: "engines", Value: 2},
+			&cli.StringFlag{Name: "transport", Value: "ipc"},
+			&cli.StringFlag{Name: "vllm-layout"},
+			&cli.StringFlag{Name: "cpuprofile"},
+			&cli.StringFlag{Name: "memprofile"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			cfg := bench.DefaultConfig()
+			cfg.Engines = cmd.Int("engines")
+			cfg.Transport = cmd.String("transport")
+			if l := cmd.String("vllm-layout"); l != "newest" {
+				cfg.VLLMLayout = l
+			}
+			return bench.RunHTTPServer(ctx, bench.HTTPServerConfig{System: cmd.String("system"), Bench: cfg,
+				CPUProfile: cmd.String("cpuprofile"), MemProfile: cmd.String("memprofile")}, os.Stdout)
 		},
 	}
 }

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHTTPComparisonSmoke runs the four phases of --http in this process (no server
+// command): every request answered by the floor and by switchyard, in JSON and SSE,
+// with engine-side figures joined and the ratios filled. No timing assertions.
+func TestHTTPComparisonSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := smokeConfig("ipc")
+	cfg.HTTP = true
+	cfg.Rate, cfg.Concurrency = 0, 4
+	cfg.Requests, cfg.Warmup = 40, 0
+	cfg.OutputTokens, cfg.TokensPerStep = 6, 1
+	rep, err := runHTTP(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*HTTPMode{rep.JSON, rep.SSE} {
+		for _, p := range []*Phase{m.Floor, m.Switchyard} {
+			if p.Requests < 40 || p.Failed != 0 || p.Unmatched != 0 {
+				t.Errorf("%s: requests %d failed %d unmatched %d, want >= 40, none, none", p.Name, p.Requests, p.Failed, p.Unmatched)
+			}
+			if p.Overhead.Count == 0 || p.CPUSecondsPer1kRequests <= 0 || p.AllocsPerRequest <= 0 {
+				t.Errorf("%s: overhead samples %d, cpu %v, allocs %v", p.Name, p.Overhead.Count, p.CPUSecondsPer1kRequests, p.AllocsPerRequest)
+			}
+			if want := float64(cfg.OutputTokens) * p.RequestsPerS; p.OutputTokensPerS < want*0.99 {
+				t.Errorf("%s: %v output tokens/s for %v requests/s of %d tokens", p.Name, p.OutputTokensPerS, p.RequestsPerS, cfg.OutputTokens)
+			}
+		}
+		if m.CPURatio <= 0 || m.OverheadRatio == nil {
+			t.Errorf("ratios missing: %+v", m)
+		}
+	}
+	if rep.CPURatio <= 0 || rep.OverheadRatio == nil || rep.ServerProcess {
+		t.Errorf("report: %+v", rep)
+	}
+	r := &Report{Config: cfg, HTTP: rep}
+	if r.Targets = checkTargets(r); len(r.Targets) != 6 {
+		t.Errorf("%d HTTP targets, want 6 (CPU, p50, p99 for JSON and SSE)", len(r.Targets))
+	}
+	var b strings.Builder
+	if err := PrintTable(&b, r); err != nil || !strings.Contains(b.String(), "HTTP SSE  switchyard / floor: CPU per request") ||
+		!strings.Contains(b.String(), "floor json") {
+		t.Errorf("table (%v):\n%s", err, b.String())
+	}
+	if err := WritePNG(filepath.Join(t.TempDir(), "http.png"), r); err != nil {
+		t.Error(err)
+	}
+}
