@@ -6,10 +6,8 @@ package server
 // field matching.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 
@@ -69,46 +67,9 @@ func (r *ChatRequest) field(key string) any {
 // readChat decodes one chat body: exactly one JSON object, fields matched by their
 // exact names, unknown fields skipped.
 func readChat(r io.Reader) (*ChatRequest, error) {
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(r)
-	defer func() {
-		br.Reset(nil)
-		readerPool.Put(br)
-	}()
-	p := &jsonReader{r: br, maxTokens: MaxPromptTokens}
 	req := &ChatRequest{}
-	c, err := p.ws()
-	if err != nil {
-		var se *bodySyntaxError
-		if errors.As(err, &se) && se.Offset == 0 {
-			return nil, badRequest("", "invalid JSON body: empty body")
-		}
-		return nil, jsonBodyError(err)
-	}
-	if c != '{' {
-		return nil, badRequest("", "invalid JSON body: the body must be a JSON object")
-	}
-	err = p.object(1, func(key string) error {
-		dst := req.field(key)
-		if dst == nil {
-			return p.value(2)
-		}
-		raw, err := p.capture()
-		if err != nil {
-			if errors.Is(err, errFieldTooLarge) {
-				return badRequest(key, "%s is larger than %d bytes", key, maxFieldBytes)
-			}
-			return err
-		}
-		return decodeField(key, raw, dst)
-	})
-	if err != nil {
-		return nil, jsonBodyError(err)
-	}
-	if _, err := p.ws(); err == nil {
-		return nil, badRequest("", "invalid JSON body: unexpected data after the top-level object")
-	} else if se := (*bodySyntaxError)(nil); !errors.As(err, &se) {
-		return nil, jsonBodyError(err)
+	if err := readObject(r, MaxPromptTokens, req, nil); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

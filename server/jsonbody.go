@@ -368,6 +368,23 @@ func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
 	if maxTokens <= 0 || maxTokens > MaxPromptTokens {
 		maxTokens = MaxPromptTokens
 	}
+	req := &CompletionRequest{}
+	if err := readObject(r, maxTokens, req, req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// bodyFields is a request body type: field names where a known member decodes
+// to (nil: unknown, skipped).
+type bodyFields interface {
+	field(key string) any
+}
+
+// readObject reads a body that must be one JSON object into fields, through a
+// pooled reader; after the object only whitespace may follow. With prompt set,
+// its "prompt" member is parsed as it streams in, cut at maxTokens ids.
+func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *CompletionRequest) error {
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(r)
 	defer func() {
@@ -375,23 +392,22 @@ func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
 		readerPool.Put(br)
 	}()
 	p := &jsonReader{r: br, maxTokens: maxTokens}
-	req := &CompletionRequest{}
 	c, err := p.ws()
 	if err != nil {
 		var se *bodySyntaxError
 		if errors.As(err, &se) && se.Offset == 0 {
-			return nil, badRequest("", "invalid JSON body: empty body")
+			return badRequest("", "invalid JSON body: empty body")
 		}
-		return nil, jsonBodyError(err)
+		return jsonBodyError(err)
 	}
 	if c != '{' {
-		return nil, badRequest("", "invalid JSON body: the body must be a JSON object")
+		return badRequest("", "invalid JSON body: the body must be a JSON object")
 	}
 	err = p.object(1, func(key string) error {
-		if key == "prompt" {
-			return p.prompt(req)
+		if prompt != nil && key == "prompt" {
+			return p.prompt(prompt)
 		}
-		dst := req.field(key)
+		dst := fields.field(key)
 		if dst == nil {
 			return p.value(2)
 		}
@@ -405,14 +421,14 @@ func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
 		return decodeField(key, raw, dst)
 	})
 	if err != nil {
-		return nil, jsonBodyError(err)
+		return jsonBodyError(err)
 	}
 	if _, err := p.ws(); err == nil {
-		return nil, badRequest("", "invalid JSON body: unexpected data after the top-level object")
+		return badRequest("", "invalid JSON body: unexpected data after the top-level object")
 	} else if se := (*bodySyntaxError)(nil); !errors.As(err, &se) {
-		return nil, jsonBodyError(err) // a read error (timeout, body too large)
+		return jsonBodyError(err) // a read error (timeout, body too large)
 	}
-	return req, nil
+	return nil
 }
 
 // jsonBodyError maps a decode failure to its answer; *APIError passes through, a
