@@ -268,18 +268,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 	}
 	e.admitted.Add(1)
 
-	req.ClientIndex = d.cfg.ClientIndex
-	if req.ArrivalTime == 0 {
-		req.ArrivalTime = float64(start.UnixNano()) / 1e9
-	}
-	if d.cfg.Waves != nil {
-		req.CurrentWave = d.cfg.Waves.OnAdd(e.rank)
-	}
-	lay := e.layout.Load()
-	if lay == nil {
-		lay = wire.Native()
-	}
-	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
+	body, aux, err := d.encodeAdd(req, e, start)
 	if err != nil {
 		wire.PutBuffer(body)
 		err = fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
@@ -469,4 +458,22 @@ func (d *Dispatcher) Close() error {
 	<-d.stallDone
 	d.util.closeAll(ErrClosed)
 	return nil
+}
+
+// encodeAdd stamps what the frontend owns on an ADD (client index, arrival time,
+// wave) and encodes it in e's wire layout into a pooled buffer, which the caller
+// hands to the Sender or returns with wire.PutBuffer.
+func (d *Dispatcher) encodeAdd(req *wire.EngineCoreRequest, e *engine, start time.Time) ([]byte, [][]byte, error) {
+	req.ClientIndex = d.cfg.ClientIndex
+	if req.ArrivalTime == 0 {
+		req.ArrivalTime = float64(start.UnixNano()) / 1e9
+	}
+	if d.cfg.Waves != nil {
+		req.CurrentWave = d.cfg.Waves.OnAdd(e.rank)
+	}
+	lay := e.layout.Load()
+	if lay == nil {
+		lay = wire.Native()
+	}
+	return lay.AppendAdd(wire.GetBuffer(), req)
 }

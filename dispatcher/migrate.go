@@ -209,18 +209,7 @@ func (d *Dispatcher) admitMove(r *request, t *engine, req *wire.EngineCoreReques
 	}
 	out := *req
 	out.Sampling = capped
-	out.ClientIndex = d.cfg.ClientIndex
-	if out.ArrivalTime == 0 {
-		out.ArrivalTime = float64(start.UnixNano()) / 1e9
-	}
-	if d.cfg.Waves != nil {
-		out.CurrentWave = d.cfg.Waves.OnAdd(t.rank)
-	}
-	lay := t.layout.Load()
-	if lay == nil {
-		lay = wire.Native()
-	}
-	body, aux, err := lay.AppendAdd(wire.GetBuffer(), &out)
+	body, aux, err := d.encodeAdd(&out, t, start)
 	if err != nil {
 		wire.PutBuffer(body)
 		undo()

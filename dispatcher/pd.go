@@ -395,18 +395,7 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 		return !d.closed.Load(), false
 	}
 	e.admitted.Add(1)
-	req.ClientIndex = d.cfg.ClientIndex
-	if req.ArrivalTime == 0 {
-		req.ArrivalTime = float64(r.start.UnixNano()) / 1e9
-	}
-	if d.cfg.Waves != nil {
-		req.CurrentWave = d.cfg.Waves.OnAdd(e.rank)
-	}
-	lay := e.layout.Load()
-	if lay == nil {
-		lay = wire.Native()
-	}
-	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
+	body, aux, err := d.encodeAdd(req, e, r.start)
 	if err != nil {
 		wire.PutBuffer(body)
 	} else if cs, ok := d.sender.(ClientSender); ok && !wait {
