@@ -209,8 +209,11 @@ func (e *engine) writeLoop() {
 			return
 		}
 		e.w.mu.Lock()
-		e.flushLocked()
+		down := e.flushLocked()
 		e.w.mu.Unlock()
+		if down != nil {
+			down()
+		}
 	}
 }
 
@@ -243,8 +246,14 @@ func (e *engine) tryFlush(size int) {
 	if !e.w.mu.TryLock() {
 		return
 	}
-	e.flushLocked()
+	down := e.flushLocked()
 	e.w.mu.Unlock()
+	if down != nil {
+		// Not on the submitter's goroutine: marking the engine down calls the
+		// dispatcher back (EngineDown moves or fails its requests, taking each
+		// one's lock), and the submitter may hold its own request's lock.
+		go down()
+	}
 }
 
 // Bounds of a submitter's own write (tryFlush).
@@ -255,8 +264,9 @@ const (
 
 // flushLocked writes queued messages until the queue is empty. The wake-up token is
 // taken before each look at the queue, so a message pushed after the last look
-// leaves a token and the write loop sends it. Caller holds e.w.mu.
-func (e *engine) flushLocked() {
+// leaves a token and the write loop sends it. Caller holds e.w.mu. A failed write
+// returns down, which marks the engine down: the caller runs it after unlocking.
+func (e *engine) flushLocked() (down func()) {
 	w := &e.w
 	for {
 		select {
@@ -265,7 +275,7 @@ func (e *engine) flushLocked() {
 		}
 		w.items = e.sendq.popBatch(w.items[:0], maxWriteBatch)
 		if len(w.items) == 0 {
-			return
+			return nil
 		}
 		// Frames first, then the message windows: frames must not move once
 		// msgs point into it.
@@ -297,12 +307,11 @@ func (e *engine) flushLocked() {
 		clear(w.frames)
 		clear(w.msgs)
 		if err != nil {
+			// Down: the write loop sees it and drains the queue.
 			if errors.Is(err, transport.ErrSendTimeout) {
-				e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
-			} else {
-				e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
+				return func() { e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()}) }
 			}
-			return // down: the write loop sees it and drains the queue
+			return func() { e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err)) }
 		}
 	}
 }
