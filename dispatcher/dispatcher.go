@@ -177,7 +177,7 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		r.vs.Start(start, promptLen(req), maxTokens)
 	}
 	if d.migrating(req) {
-		r.migrating, r.orig = true, req
+		r.migrating, r.orig = true, &origCopy{req: req}
 	}
 	if d.pd != nil {
 		if handled, err := d.pdSubmit(req, r, ctx, start); handled {
@@ -236,6 +236,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 	// EngineDown, Close, a cancelled context) can queue an ABORT ahead of its ADD.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	origSP := req.Sampling
 	if orig := req.Sampling; capped != orig {
 		req.Sampling = capped
 		defer func() { req.Sampling = orig }() // runs before the unlock
@@ -282,6 +283,10 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 		}
 		d.rollbackLocked(r, outcomeSendFailed)
 		return false, err
+	}
+	if r.orig != nil {
+		// Before the send: the body goes back to its pool once written.
+		r.orig.compact(req, origSP, lay, body, aux)
 	}
 	if err := d.sendAdd(r, ctx, e.rank, body, aux); err != nil {
 		d.rollbackLocked(r, noOutcome)

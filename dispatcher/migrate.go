@@ -85,7 +85,11 @@ func unmovable(req *wire.EngineCoreRequest) string {
 // It allocates (the new prompt, params and id); only moves take this path.
 // Caller holds r.mu.
 func (d *Dispatcher) continuation(r *request) (*wire.EngineCoreRequest, string) {
-	req := *r.orig // shallow: the fields replaced below are the ones that change
+	orig, err := r.orig.request()
+	if err != nil {
+		return nil, "the request as submitted could not be decoded again: " + err.Error()
+	}
+	req := *orig // shallow: the fields replaced below are the ones that change
 	gen := int64(len(r.tokens))
 	prompt := make([]int64, 0, len(req.PromptTokenIDs)+len(r.tokens))
 	req.PromptTokenIDs = append(append(prompt, req.PromptTokenIDs...), r.tokens...)
@@ -139,7 +143,7 @@ func (d *Dispatcher) rescue(r *request, e *engine, cause error, oc outcome, abor
 	case r.moves >= d.cfg.MaxMigrations:
 		why, mo = fmt.Sprintf("moved %d times already (--max-migrations %d)", r.moves, d.cfg.MaxMigrations), moveLimit
 	default:
-		if why = unmovable(r.orig); why != "" {
+		if why = r.orig.unmovable(); why != "" {
 			mo = moveUnmovable
 		} else if req, why = d.continuation(r); why != "" {
 			mo = moveUnmovable
@@ -314,7 +318,7 @@ func (d *Dispatcher) relocate(r *request, e *engine) relocation {
 	case r.moves >= d.cfg.MaxMigrations:
 		why = "over --max-migrations"
 	default:
-		if why = unmovable(r.orig); why == "" {
+		if why = r.orig.unmovable(); why == "" {
 			req, why = d.continuation(r)
 		}
 	}

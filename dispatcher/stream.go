@@ -163,9 +163,10 @@ type request struct {
 
 	// Migration (migrate.go). migrating: a lost engine's request moves rather than
 	// fails; orig is the request as submitted (the caller's own: it does not
-	// touch it afterwards) and tokens (for a callback too) every delivered token.
+	// touch it afterwards; compacted to its encoding once sent, origcopy.go) and
+	// tokens (for a callback too) every delivered token.
 	migrating bool
-	orig      *wire.EngineCoreRequest
+	orig      *origCopy
 	moves     int
 	movedAt   time.Time // the last move, until its first output: the delay it added
 
