@@ -269,7 +269,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 	}
 	e.admitted.Add(1)
 
-	body, aux, err := d.encodeAdd(req, e, start)
+	lay, body, aux, err := d.encodeAdd(req, e, start)
 	if err != nil {
 		wire.PutBuffer(body)
 		err = fmt.Errorf("dispatcher: encoding request %q for rank %d: %w", r.id, e.rank, err)
@@ -468,7 +468,8 @@ func (d *Dispatcher) Close() error {
 // encodeAdd stamps what the frontend owns on an ADD (client index, arrival time,
 // wave) and encodes it in e's wire layout into a pooled buffer, which the caller
 // hands to the Sender or returns with wire.PutBuffer.
-func (d *Dispatcher) encodeAdd(req *wire.EngineCoreRequest, e *engine, start time.Time) ([]byte, [][]byte, error) {
+// It also returns the layout it encoded in.
+func (d *Dispatcher) encodeAdd(req *wire.EngineCoreRequest, e *engine, start time.Time) (*wire.Layout, []byte, [][]byte, error) {
 	req.ClientIndex = d.cfg.ClientIndex
 	if req.ArrivalTime == 0 {
 		req.ArrivalTime = float64(start.UnixNano()) / 1e9
@@ -480,5 +481,6 @@ func (d *Dispatcher) encodeAdd(req *wire.EngineCoreRequest, e *engine, start tim
 	if lay == nil {
 		lay = wire.Native()
 	}
-	return lay.AppendAdd(wire.GetBuffer(), req)
+	body, aux, err := lay.AppendAdd(wire.GetBuffer(), req)
+	return lay, body, aux, err
 }

@@ -213,7 +213,7 @@ func (d *Dispatcher) admitMove(r *request, t *engine, req *wire.EngineCoreReques
 	}
 	out := *req
 	out.Sampling = capped
-	body, aux, err := d.encodeAdd(&out, t, start)
+	_, body, aux, err := d.encodeAdd(&out, t, start)
 	if err != nil {
 		wire.PutBuffer(body)
 		undo()

@@ -395,7 +395,7 @@ func (d *Dispatcher) pdAdmit(req *wire.EngineCoreRequest, r *request, st *pdStat
 		return !d.closed.Load(), false
 	}
 	e.admitted.Add(1)
-	body, aux, err := d.encodeAdd(req, e, r.start)
+	_, body, aux, err := d.encodeAdd(req, e, r.start)
 	if err != nil {
 		wire.PutBuffer(body)
 	} else if cs, ok := d.sender.(ClientSender); ok && !wait {
