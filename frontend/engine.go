@@ -46,8 +46,7 @@ type engine struct {
 	sendq        *sendQueue
 	st           atomic.Int32 // EngineState, read by Send without locks
 	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
-	w            engineWriter // the one writer (writeLoop, or a submitter: tryFlush)
-	sinceOut     atomic.Int64 // messages written since the engine's last output message
+	w            engineWriter // the one writer's scratch, owned by writeLoop
 	lastOutput   atomic.Int64
 	inputGone    atomic.Int64 // unix nanos when the input DEALER disconnected; 0 = connected
 	info         atomic.Pointer[EngineInfo]
@@ -106,9 +105,6 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 	}
 	ok, room := e.sendq.tryPush(client, it, wait)
 	if ok {
-		if wait {
-			e.tryFlush(it.size()) // an ADD: write it here if the writer is idle
-		}
 		return nil
 	}
 	if room == nil {
@@ -140,7 +136,6 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 			return err
 		}
 		if ok, room = e.sendq.tryPush(client, it, true); ok {
-			e.tryFlush(it.size())
 			return nil
 		}
 		if room == nil {
@@ -194,11 +189,15 @@ func (e *engine) deadCause() error {
 // maxWriteBatch bounds how many queued frames one socket write carries.
 const maxWriteBatch = 64
 
-// writeLoop is the engine's writer of last resort: one socket write at a time, timed
-// so the watchdog can see a write that does not complete. Whatever queued up while the
+// writeLoop is the engine's only writer: one socket write at a time, timed so the
+// watchdog can see a write that does not complete. Whatever queued up while the
 // previous write was in progress goes out in one writev (transport.SendBatch), so a
-// burst of ADDs costs one system call instead of one each. A submitter that finds the
-// writer idle writes its own ADD (tryFlush) and this loop is not woken for it.
+// burst of ADDs costs one system call instead of one each.
+//
+// Submitters never write themselves, even to an idle writer: a write to an engine
+// that stopped reading blocks until the watchdog, and a submitter holds its
+// request's lock, which the engine sweeps (EngineDown of any engine, migration,
+// the stall watch) need. Tried in issue 13; it bought no measurable latency.
 func (e *engine) writeLoop() {
 	defer e.f.wg.Done()
 	for {
@@ -208,65 +207,22 @@ func (e *engine) writeLoop() {
 			e.sendq.close()
 			return
 		}
-		e.w.mu.Lock()
-		down := e.flushLocked()
-		e.w.mu.Unlock()
-		if down != nil {
-			down()
-		}
+		e.flush()
 	}
 }
 
-// engineWriter is the one-writer rule as a lock: whoever holds mu (the write loop,
-// or a submitter that found it free) is the engine's only writer, and writes what is
-// queued in order. The slices are its scratch space.
+// engineWriter is the write loop's scratch space, reused across batches.
 type engineWriter struct {
-	mu     sync.Mutex
 	items  []sendItem
 	frames [][]byte
 	msgs   [][][]byte
 	ends   []int
 }
 
-// tryFlush writes the queue on the caller's goroutine when no one else is writing:
-// an ADD submitted to an idle engine reaches the socket without waking the write
-// loop (one goroutine hand-off fewer). When the writer is busy the ADD stays queued
-// and goes out with the writer's next batch.
-//
-// A submitter must not be the one whose write blocks on an engine that stopped
-// reading (its caller, e.g. a msgpack client's reader, would wait for the watchdog),
-// so it writes only small messages, and only while the engine has sent output since
-// the last few writes: a live engine reads its input, and what a few small ADDs add
-// to an empty-enough socket buffer cannot block. Past that the write loop writes, as
-// before, and the watchdog times it.
-func (e *engine) tryFlush(size int) {
-	if e.in == nil || size > directWriteMaxBytes || e.sinceOut.Load() >= directWriteMaxMsgs {
-		return // no socket (tests pop the queue by hand), a large message, or a quiet engine
-	}
-	if !e.w.mu.TryLock() {
-		return
-	}
-	down := e.flushLocked()
-	e.w.mu.Unlock()
-	if down != nil {
-		// Not on the submitter's goroutine: marking the engine down calls the
-		// dispatcher back (EngineDown moves or fails its requests, taking each
-		// one's lock), and the submitter may hold its own request's lock.
-		go down()
-	}
-}
-
-// Bounds of a submitter's own write (tryFlush).
-const (
-	directWriteMaxBytes = 64 << 10
-	directWriteMaxMsgs  = 4
-)
-
-// flushLocked writes queued messages until the queue is empty. The wake-up token is
-// taken before each look at the queue, so a message pushed after the last look
-// leaves a token and the write loop sends it. Caller holds e.w.mu. A failed write
-// returns down, which marks the engine down: the caller runs it after unlocking.
-func (e *engine) flushLocked() (down func()) {
+// flush writes queued messages until the queue is empty. The wake-up token is taken
+// before each look at the queue, so a message pushed after the last look leaves a
+// token and the write loop sends it. A failed write marks the engine down.
+func (e *engine) flush() {
 	w := &e.w
 	for {
 		select {
@@ -275,7 +231,7 @@ func (e *engine) flushLocked() (down func()) {
 		}
 		w.items = e.sendq.popBatch(w.items[:0], maxWriteBatch)
 		if len(w.items) == 0 {
-			return nil
+			return
 		}
 		// Frames first, then the message windows: frames must not move once
 		// msgs point into it.
@@ -292,7 +248,6 @@ func (e *engine) flushLocked() (down func()) {
 			start = end
 		}
 		var err error
-		e.sinceOut.Add(int64(len(w.items)))
 		e.pendingSince.Store(time.Now().UnixNano())
 		transport.SendBatch(e.in, w.msgs, func(_ int, ferr error) {
 			if err == nil {
@@ -307,11 +262,12 @@ func (e *engine) flushLocked() (down func()) {
 		clear(w.frames)
 		clear(w.msgs)
 		if err != nil {
-			// Down: the write loop sees it and drains the queue.
 			if errors.Is(err, transport.ErrSendTimeout) {
-				return func() { e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()}) }
+				e.f.markDown(e, Stuck, &EngineStuckError{Rank: e.rank, Pending: e.f.sendTimeout()})
+			} else {
+				e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err))
 			}
-			return func() { e.f.markDown(e, Dead, fmt.Errorf("%w: send failed: %w", ErrEngineLeft, err)) }
+			return // down: the write loop sees it and drains the queue
 		}
 	}
 }
@@ -371,7 +327,6 @@ func (e *engine) outputLoop() {
 			e.f.markDown(e, Dead, ErrEngineCoreDead)
 			continue
 		}
-		e.sinceOut.Store(0)          // the engine is alive and reading: see tryFlush
 		dec.Layout = e.layout.Load() // nil (native) until placed: probe replies only
 		if err := dec.Decode(frames, &outs); err != nil {
 			e.f.markDown(e, Dead, e.decodeError(err))
