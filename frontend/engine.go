@@ -114,6 +114,11 @@ func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait b
 		e.f.metrics.queueFull.Inc()
 		return &EngineStuckError{Rank: e.rank, Queued: e.sendq.queued()}
 	}
+	if ctx.Err() != nil {
+		// A caller that cannot wait (a P/D handoff on a receive goroutine) is told
+		// at once, without counting a wait or taking a share of the queue.
+		return &QueueFullError{Rank: e.rank, Queued: e.sendq.queued(), Cause: context.Cause(ctx)}
+	}
 	// Only a send that has to wait pays for a timer.
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.f.cfg.SendWait {
 		var cancel context.CancelFunc
