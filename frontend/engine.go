@@ -22,14 +22,6 @@ type sendItem struct {
 	counted bool   // counted against client's share (ADDs)
 }
 
-// size is the message's length on the wire, frames' headers aside.
-func (it *sendItem) size() int {
-	n := len(it.body)
-	for _, a := range it.aux {
-		n += len(a)
-	}
-	return n
-}
 
 // engine is one generation of one rank: its sockets, its send queue and writer, and
 // its lifecycle. A rejoin makes a new engine value for the same rank.
