@@ -22,7 +22,6 @@ type sendItem struct {
 	counted bool   // counted against client's share (ADDs)
 }
 
-
 // engine is one generation of one rank: its sockets, its send queue and writer, and
 // its lifecycle. A rejoin makes a new engine value for the same rank.
 type engine struct {
