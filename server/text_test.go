@@ -281,6 +281,14 @@ func TestTextModelsAndErrors(t *testing.T) {
 	if code != 400 || !strings.Contains(string(body), "suffix") {
 		t.Fatalf("suffix: %d %s", code, body)
 	}
+	many := `[` + strings.Repeat(`"x",`, MaxStopStrings) + `"y"]`
+	long := `"` + strings.Repeat("x", MaxStopBytes+1) + `"`
+	for _, tc := range []struct{ stop, want string }{{many, "more than the limit of 256"}, {long, "more than the limit of 16384"}} {
+		code, body = postPath(t, ts, "/v1/completions", `{"prompt": "x", "stop": `+tc.stop+`}`)
+		if code != 400 || !strings.Contains(string(body), tc.want) {
+			t.Fatalf("stop bound: %d %.200s", code, body)
+		}
+	}
 	for _, stop := range []string{`""`, `["done", ""]`} {
 		code, body = postPath(t, ts, "/v1/completions", `{"prompt": "x", "stop": `+stop+`}`)
 		if code != 400 || !strings.Contains(string(body), "stop cannot contain an empty string.") {

@@ -64,13 +64,29 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	} else if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("stop", "stop: expected a string or a list of strings")
 	}
+	if len(list) > MaxStopStrings {
+		return nil, badRequest("stop", "stop has %d strings, more than the limit of %d", len(list), MaxStopStrings)
+	}
+	total := 0
 	for _, s := range list {
 		if s == "" {
 			return nil, badRequest("stop", "stop cannot contain an empty string.")
 		}
+		total += len(s)
+	}
+	if total > MaxStopBytes {
+		return nil, badRequest("stop", "stop strings total %d bytes, more than the limit of %d", total, MaxStopBytes)
 	}
 	return list, nil
 }
+
+// Bounds on a request's stop strings. vLLM has none, but every stop string is
+// searched for after every step of every choice, and the longest one sets how much
+// streamed text is held back: without a bound one body could buy seconds of CPU.
+const (
+	MaxStopStrings = 256
+	MaxStopBytes   = 16 << 10
+)
 
 // structuredOutputs builds the engine's structured_outputs map as vLLM's
 // protocol fills SamplingParams.structured_outputs: response_format
