@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -201,13 +202,22 @@ func hasData(d json.RawMessage) (bool, string) {
 	return false, fmt.Sprintf("%d series, none finite", len(r.Result))
 }
 
-// freeLoopbackAddr is a loopback TCP address free a moment ago.
+// freeLoopbackAddr is a loopback TCP address free a moment ago, below Linux's
+// ephemeral range (32768-60999): a port the kernel hands out for a bind to port 0
+// (serve's own sockets, the engines' connections) could be given away between this
+// check and the caller's bind, which made the P/D tests fail with "address already
+// in use" now and then. Only an explicit bind can take one of these.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		defer l.Close()
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
