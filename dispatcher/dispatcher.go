@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -109,7 +110,7 @@ func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*
 	r := &request{
 		d:        d,
 		notify:   make(chan struct{}, 1),
-		bufLimit: d.cfg.StreamBuffer,
+		bufLimit: int32(min(d.cfg.StreamBuffer, math.MaxInt32)),
 	}
 	if err := d.submit(req, r, ctx); err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (d *Dispatcher) SubmitFunc(req *wire.EngineCoreRequest,
 	if err := d.submit(req, r, nil); err != nil {
 		return -1, err
 	}
-	return r.rank(), nil
+	return int(r.sentRank), nil
 }
 
 // SubmitFuncContext is SubmitFunc whose ADD may wait for room in a full
@@ -152,7 +153,7 @@ func (d *Dispatcher) SubmitFuncContext(ctx context.Context, req *wire.EngineCore
 	if err := d.submit(req, r, nil); err != nil {
 		return -1, err
 	}
-	return r.rank(), nil
+	return int(r.sentRank), nil
 }
 
 // submit is the dispatch path shared by Submit and SubmitFunc. ctx, when non-nil, is
@@ -293,6 +294,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 		r.refusal = outcomeSendFailed
 		return true, &RequestFailedError{ID: r.id, Rank: e.rank, Cause: err}
 	}
+	r.sentRank = int32(e.rank)
 	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
 	if ctx != nil && ctx.Done() != nil {
 		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })

@@ -156,6 +156,7 @@ func (d *Dispatcher) pdSubmit(req *wire.EngineCoreRequest, r *request, ctx conte
 	st := &pdState{orig: req, pair: pdPair{maxLegs: pd.legs}}
 	r.mu.Lock()
 	r.eng, r.done, r.pd = pd.hold, false, st
+	r.sentRank = int32(pd.hold.rank)
 	pd.hold.inFlight.Add(1)
 	if _, dup := d.table.LoadOrStore(r.id, r); dup {
 		pd.hold.inFlight.Add(-1)

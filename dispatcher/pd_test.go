@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -510,5 +512,75 @@ func TestPDHandoffNeverWaitsOnReceiveGoroutine(t *testing.T) {
 	d.HandleOutputs(0, batch(0, finOut("x", wire.FinishLength, 7)))
 	if _, err := recvAll(t, s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// echoSender is a prefill engine that answers a leg's ADD with its final output
+// on another goroutine (the engine's receive goroutine) before Send returns, as
+// a socket write that reaches an idle engine can: the leg's callback then runs
+// while the submitter still holds the parent request's lock, and nothing the
+// submitter does after the send may wait for the leg's lock (it did: SubmitFunc
+// read the leg's rank under its lock, a lock-order inversion with the callback,
+// which holds the leg's lock and waits for the parent's).
+type echoSender struct {
+	*fakeSender
+	d *Dispatcher // the prefill dispatcher
+}
+
+func (s *echoSender) Send(rank int, typ byte, body []byte, aux [][]byte) error {
+	var add wire.EngineCoreRequest
+	if typ == wire.RequestAdd {
+		if err := wire.DecodeAdd([][]byte{body}, &add); err != nil {
+			s.t.Error(err)
+		}
+	}
+	if err := s.fakeSender.Send(rank, typ, body, aux); err != nil || typ != wire.RequestAdd {
+		return err
+	}
+	delivered := make(chan struct{})
+	go func() {
+		close(delivered)
+		params := wire.AppendPrefillKVParams(nil, add.RequestID)
+		s.d.HandleOutputs(rank, batch(rank, prefillDone(add.RequestID, params)))
+	}()
+	<-delivered
+	runtime.Gosched() // let the receive goroutine reach the leg's lock first
+	return nil
+}
+
+func TestPDLegAnsweredBeforeSendReturns(t *testing.T) {
+	es := &echoSender{fakeSender: newFakeSender(t)}
+	pre, err := New(Config{Registerer: prometheus.NewRegistry(), MaxMigrations: -1}, es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pre.Close() })
+	es.d = pre
+	pre.EngineUp(0)
+	dec := newHarness(t, Config{}, 0)
+	if err := dec.d.EnablePD(PDConfig{Prefill: pre, MinPromptTokens: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		id := "r" + strconv.Itoa(i)
+		done := make(chan error, 1)
+		go func() {
+			_, err := dec.d.SubmitFunc(longReq(id, 32), func(int, *wire.EngineCoreOutput, error) {})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			// Not t.Fatal: the cleanup's Close would wait on the deadlock for ever.
+			panic(fmt.Sprintf("request %d: the submitter and the leg's callback deadlocked", i))
+		}
+		dd := dec.s.next(t, wire.RequestAdd)
+		if got := kvParams(t, dd.add); got["transfer_id"] == nil {
+			t.Fatalf("request %d: decode ADD without the prefill's kv_transfer_params: %v", i, got)
+		}
+		dec.d.HandleOutputs(0, batch(0, finOut(id, wire.FinishLength, 7)))
 	}
 }

@@ -159,7 +159,13 @@ type request struct {
 	collect  bool
 	mergeAt  int32
 	notify   chan struct{} // Stream: cap 1, poked after each delivery
-	bufLimit int
+	bufLimit int32
+	// sentRank is the rank the ADD went to, for SubmitFunc's result. Only the
+	// submitting goroutine writes and reads it, so reading it takes no lock:
+	// r.rank() would take r.mu, and the first output (whose callback may hold a
+	// lock the submitter holds, e.g. a P/D leg's parent) can hold r.mu by then.
+	// Beside bufLimit, both int32, to stay in the size class.
+	sentRank int32
 
 	// Migration (migrate.go). migrating: a lost engine's request moves rather than
 	// fails; orig is the request as submitted (the caller's own: it does not
@@ -215,7 +221,7 @@ func (r *request) pushLocked(out *wire.EngineCoreOutput) bool {
 		}
 		return true
 	}
-	if r.buf.len() >= r.bufLimit && !out.Finished() {
+	if r.buf.len() >= int(r.bufLimit) && !out.Finished() {
 		return false
 	}
 	r.mergeAt = -1
