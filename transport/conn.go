@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -20,6 +21,9 @@ const (
 	flagMore    = 0x01
 	flagLong    = 0x02
 	flagCommand = 0x04
+	// flagRaw is not a ZMTP flag: it marks a queued item whose one frame is bytes
+	// already framed, the unwritten end of a writeNow.
+	flagRaw = 0x80
 )
 
 // conn is one ZMTP connection after the greeting. The reader is owned by the peer's
@@ -58,6 +62,10 @@ type conn struct {
 	// queue while a flush to it is blocked.
 	pongQueued bool
 
+	// rc writes without waiting (writeNow); nil when the connection has no file
+	// descriptor, and then writeNow always reports errWouldBlock.
+	rc syscall.RawConn
+
 	// Owned by the flusher (one at a time).
 	wbuf []byte      // headers and small frames, contiguous
 	vec  net.Buffers // reused iovec: runs of wbuf and large frames
@@ -67,7 +75,7 @@ type conn struct {
 // return (nor reuse them) before the message is written, so they are not copied.
 type outItem struct {
 	frames [][]byte
-	flag   byte // flagCommand for a command
+	flag   byte // flagCommand for a command; flagRaw: bytes already framed (writeNow's tail)
 }
 
 // handshake runs the ZMTP greeting and NULL READY exchange through zmq4.Open. zmq4
@@ -103,6 +111,11 @@ func handshake(nc net.Conn, kind Kind, id []byte, server bool, opt Options) (c *
 		sendTimeout: opt.SendTimeout,
 	}
 	c.wdone.L = &c.wmu
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
+		}
+	}
 	return c, nil
 }
 
@@ -312,6 +325,19 @@ func (c *conn) commitLocked(seq uint64, timeout time.Duration, wait bool) error 
 		return err
 	}
 	c.flushing = true
+	c.flushLoopLocked(timeout)
+	var err error
+	if c.written < seq {
+		err = c.broken
+	}
+	c.wmu.Unlock()
+	return err
+}
+
+// flushLoopLocked is the flusher's loop: it writes what is pending until nothing is,
+// then gives up the flusher role. Called with wmu held and flushing set by the
+// caller; returns with wmu held.
+func (c *conn) flushLoopLocked(timeout time.Duration) {
 	for len(c.pending) > 0 && c.broken == nil {
 		items := c.pending
 		c.pending = c.spare[:0]
@@ -331,12 +357,6 @@ func (c *conn) commitLocked(seq uint64, timeout time.Duration, wait bool) error 
 		c.wdone.Broadcast()
 	}
 	c.flushing = false
-	var err error
-	if c.written < seq {
-		err = c.broken
-	}
-	c.wmu.Unlock()
-	return err
 }
 
 // flush writes items with one write (everything inlined) or one writev. Only the
@@ -352,7 +372,9 @@ func (c *conn) flush(items []outItem, timeout time.Duration) error {
 	need := 0
 	for _, it := range items {
 		for _, f := range it.frames {
-			need += 9
+			if it.flag != flagRaw {
+				need += 9
+			}
 			if len(f) <= inlineFrame {
 				need += len(f)
 			}
@@ -366,7 +388,9 @@ func (c *conn) flush(items []outItem, timeout time.Duration) error {
 	mark := 0
 	for _, it := range items {
 		for i, f := range it.frames {
-			wbuf = appendHeader(wbuf, f, i < len(it.frames)-1, it.flag)
+			if it.flag != flagRaw {
+				wbuf = appendHeader(wbuf, f, i < len(it.frames)-1, it.flag)
+			}
 			if len(f) <= inlineFrame {
 				wbuf = append(wbuf, f...)
 				continue
