@@ -35,6 +35,7 @@ type engine struct {
 	shared bool
 
 	sendq        *sendQueue
+	now          nowWriter    // writes from the submitter while the writer is idle
 	st           atomic.Int32 // EngineState, read by Send without locks
 	pendingSince atomic.Int64 // unix nanos of the socket write in progress; 0 = none
 	w            engineWriter // the one writer's scratch, owned by writeLoop
@@ -93,6 +94,9 @@ func (e *engine) start() {
 func (e *engine) enqueue(ctx context.Context, client uint64, it sendItem, wait bool) error {
 	if err := e.routable(); err != nil {
 		return err
+	}
+	if e.sendNow(it) {
+		return nil
 	}
 	ok, room := e.sendq.tryPush(client, it, wait)
 	if ok {
@@ -185,15 +189,12 @@ func (e *engine) deadCause() error {
 // maxWriteBatch bounds how many queued frames one socket write carries.
 const maxWriteBatch = 64
 
-// writeLoop is the engine's only writer: one socket write at a time, timed so the
-// watchdog can see a write that does not complete. Whatever queued up while the
-// previous write was in progress goes out in one writev (transport.SendBatch), so a
-// burst of ADDs costs one system call instead of one each.
-//
-// Submitters never write themselves, even to an idle writer: a write to an engine
-// that stopped reading blocks until the watchdog, and a submitter holds its
-// request's lock, which the engine sweeps (EngineDown of any engine, migration,
-// the stall watch) need. Tried in issue 13; it bought no measurable latency.
+// writeLoop is the engine's writer for everything that has to wait: one socket
+// write at a time, timed so the watchdog can see a write that does not complete.
+// Whatever queued up while the previous write was in progress goes out in one
+// writev (transport.SendBatch), so a burst of ADDs costs one system call instead
+// of one each. A message that finds the writer idle and nothing queued is written
+// by its submitter instead (sendNow), without waiting on the engine.
 func (e *engine) writeLoop() {
 	defer e.f.wg.Done()
 	for {
@@ -225,8 +226,13 @@ func (e *engine) flush() {
 		case <-e.sendq.ready:
 		default:
 		}
+		// Held from the pop to the end of the write: a submitter that finds it
+		// free and the queue empty knows everything queued before it is in the
+		// socket's order already.
+		e.now.mu.Lock()
 		w.items = e.sendq.popBatch(w.items[:0], maxWriteBatch)
 		if len(w.items) == 0 {
+			e.now.mu.Unlock()
 			return
 		}
 		// Frames first, then the message windows: frames must not move once
@@ -251,6 +257,7 @@ func (e *engine) flush() {
 			}
 		})
 		e.pendingSince.Store(0)
+		e.now.mu.Unlock()
 		for i := range w.items {
 			wire.PutBuffer(w.items[i].body)
 		}

@@ -9,11 +9,9 @@ package server
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
-	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -115,7 +113,12 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 // reading delays the engines (and so the other clients) by maxStall once, not per
 // engine message.
 func (s *ClientServer) EndBatch(rank int) {
-	if full := s.sealBatch(rank); full != nil {
+	var buf [8]*client
+	full, now := s.sealBatch(rank, buf[:0])
+	for _, c := range now {
+		s.writeNow(c)
+	}
+	if full != nil {
 		s.stall(full)
 	}
 }
@@ -126,20 +129,26 @@ func (s *ClientServer) EndBatch(rank int) {
 const maxStall = 100 * time.Millisecond
 
 // sealBatch seals rank's open batches and returns a client whose backlog is at the
-// high-water mark, if any.
-func (s *ClientServer) sealBatch(rank int) (full *client) {
+// high-water mark, if any, and now extended with the clients whose writer role the
+// caller took (their writers were idle): it writes to them itself (writeNow).
+func (s *ClientServer) sealBatch(rank int, now []*client) (full *client, _ []*client) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dirty[rank]
 	if len(d) == 0 {
-		return nil
+		return nil, now
 	}
 	high := s.highWater()
 	for i, c := range d {
 		if b := c.open[rank]; b != nil {
 			delete(c.open, rank)
 			if len(b.Outputs) > 0 && !c.gone {
-				s.queueLocked(c, outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
+				c.ready = append(c.ready, outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
+				if !c.writing && !s.closed {
+					c.writing = true
+					s.writers.Add(1)
+					now = append(now, c)
+				}
 			}
 		}
 		if c.queued >= high && !c.gone && !c.blocked {
@@ -148,7 +157,7 @@ func (s *ClientServer) sealBatch(rank int) (full *client) {
 		d[i] = nil
 	}
 	s.dirty[rank] = d[:0]
-	return full
+	return full, now
 }
 
 // highWater is the backlog from which EndBatch stalls its caller: half of MaxQueued,
@@ -340,116 +349,6 @@ func (s *ClientServer) sweepLoop() {
 			return
 		}
 	}
-}
-
-// writeClient is c's writer, the only goroutine that writes to c while it runs: it
-// takes c's whole queue, writes it with one SendBatch (one writev), and repeats
-// until the queue is empty, then exits (queueLocked starts the next one). A write
-// blocks only this goroutine, for at most the send timeout; a client that cannot be
-// written to is gone.
-func (s *ClientServer) writeClient(c *client) {
-	defer s.writers.Done()
-	w := writerPool.Get().(*clientWriter)
-	defer writerPool.Put(w)
-	s.mu.Lock()
-	for len(c.ready) > 0 {
-		batch := c.ready
-		c.ready = w.spare[:0]
-		for _, m := range batch {
-			if m.outs != nil {
-				c.queued -= len(m.outs.Outputs)
-			}
-		}
-		if c.drainWait { // wake EndBatch callers stalled on c
-			close(c.drained)
-			c.drained, c.drainWait = make(chan struct{}), false
-		}
-		s.mu.Unlock()
-		w.send(s, batch)
-		clear(batch)
-		w.spare = batch[:0]
-		s.mu.Lock()
-		c.blocked = false // a write completed: c reads again
-	}
-	c.writing = false
-	s.mu.Unlock()
-}
-
-// clientWriter is a writer's reusable state, pooled between writer goroutines.
-type clientWriter struct {
-	buf    []byte
-	spans  []msgSpan
-	frames [][]byte
-	msgs   [][][]byte
-	spare  []outMsg // the queue array the writer hands back to its client
-}
-
-var writerPool = sync.Pool{New: func() any { return &clientWriter{buf: make([]byte, 0, 4096)} }}
-
-// send encodes every message into one buffer, then writes them with one SendBatch:
-// the messages go out with one writev instead of one write each. A client that
-// cannot be written to is gone.
-func (w *clientWriter) send(s *ClientServer, batch []outMsg) {
-	spans := w.spans[:0]
-	buf := w.buf[:0]
-	for _, m := range batch {
-		start := len(buf)
-		var aux [][]byte
-		var err error
-		if m.outs != nil {
-			buf, aux, err = wire.AppendOutputs(buf, m.outs)
-		} else {
-			buf = appendClientError(buf, m.err)
-		}
-		if err != nil {
-			s.log.Error("client protocol: encoding outputs", "err", err)
-			buf = buf[:start]
-			continue
-		}
-		spans = append(spans, msgSpan{to: m.to, start: start, end: len(buf), aux: aux})
-	}
-	// buf is complete: the frames may point into it now.
-	frames, msgs := w.frames[:0], w.msgs[:0]
-	for _, sp := range spans {
-		frames = append(append(frames, sp.to, buf[sp.start:sp.end:sp.end]), sp.aux...)
-	}
-	k := 0
-	for _, sp := range spans {
-		n := 2 + len(sp.aux)
-		msgs = append(msgs, frames[k:k+n:k+n])
-		k += n
-	}
-	failed := false
-	transport.SendBatch(s.sock, msgs, func(i int, err error) {
-		if !failed { // one failure fails the rest of the batch: report it once
-			failed = true
-			s.clientGone(msgs[i][0], "send failed: "+err.Error())
-		}
-	})
-	for _, m := range batch {
-		if m.batch != nil {
-			putBatch(m.batch) // written: nothing refers to it any more
-		}
-	}
-	clear(spans)
-	clear(frames)
-	clear(msgs)
-	w.spans, w.frames, w.msgs = spans[:0], frames[:0], msgs[:0]
-	if cap(buf) > maxKeptBuffer {
-		buf = make([]byte, 0, 4096)
-	}
-	w.buf = buf
-}
-
-// maxKeptBuffer: the writer's encode buffer is dropped after a burst that grew it
-// beyond this, rather than kept for good.
-const maxKeptBuffer = 4 << 20
-
-// msgSpan is one encoded message in the writer's buffer.
-type msgSpan struct {
-	to         []byte
-	start, end int
-	aux        [][]byte
 }
 
 // sweep applies the liveness rule: a client with live requests that has been silent

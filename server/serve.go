@@ -589,7 +589,7 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 	h.contexts.set(rank, 0)
 	h.d.EngineDown(rank, err)
 	if c := h.clients.Load(); c != nil {
-		c.sealBatch(rank) // never stall: the frontend's control loop is waiting
+		c.sealBatchDown(rank) // never stall: the frontend's control loop is waiting
 	}
 }
 
