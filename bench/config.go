@@ -74,6 +74,10 @@ type Config struct {
 
 	// Profile, when set, writes a CPU profile of the switchyard phase to this file.
 	Profile string `json:"profile,omitempty"`
+	// Trace, when set, writes a runtime execution trace (go tool trace) of the first
+	// two seconds of each phase's measured window to Trace.<system>: where the
+	// scheduler made a request wait.
+	Trace string `json:"trace,omitempty"`
 
 	// HTTP runs the HTTP comparison instead of the client-protocol one: an HTTP
 	// floor (HTTPFloor) and switchyard's HTTP API with the same engines and load,

@@ -176,17 +176,28 @@ func runPhase(ctx context.Context, cfg Config, opt Options, start func(context.C
 	if cfg.Profile != "" && sys.name() == "switchyard" {
 		if f, perr := os.Create(cfg.Profile); perr == nil {
 			if pprof.StartCPUProfile(f) == nil {
-				stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+				stopProfile = func() {
+					pprof.StopCPUProfile()
+					f.Close()
+					// The allocation profile (go tool pprof -sample_index=alloc_objects)
+					// covers the whole process life: read it against the CPU profile.
+					if af, err := os.Create(cfg.Profile + ".allocs"); err == nil {
+						pprof.Lookup("allocs").WriteTo(af, 0)
+						af.Close()
+					}
+				}
 			} else {
 				f.Close()
 			}
 		}
 	}
+	stopTrace := startTrace(cfg.Trace, sys.name(), opt)
 	began := time.Now()
 	smp := startSampler(cfg, opt, sys, l, began)
 	runErr := l.run(ctx, c, began)
 	end := smp.finish()
 	stopProfile()
+	stopTrace()
 	drainCtx, dcancel := context.WithTimeout(ctx, drainTimeout(cfg))
 	l.drain(drainCtx)
 	dcancel()

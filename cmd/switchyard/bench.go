@@ -59,7 +59,8 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "target", Category: "target", Usage: "a running frontend: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)"},
 			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof) to FILE and the allocation profile to FILE.allocs"},
+			&cli.StringFlag{Name: "trace", Usage: "write a runtime trace of the first 2 s of each phase to FILE.relay and FILE.switchyard (go tool trace; -pprof=sched shows where requests waited for a CPU)"},
 			&cli.BoolFlag{Name: "http", Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
 				"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
@@ -101,6 +102,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.Baseline = !cmd.Bool("no-baseline")
 	cfg.Inflight = cmd.Int("inflight")
 	cfg.Profile = cmd.String("cpuprofile")
+	cfg.Trace = cmd.String("trace")
 	cfg.Repeat = cmd.Int("repeat")
 	if s := cmd.String("sweep"); s != "" {
 		for f := range strings.SplitSeq(s, ",") {
