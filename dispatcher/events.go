@@ -168,6 +168,11 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 	fin := o.Finished()
 	if r.deliver != nil {
 		if r.migrating {
+			if r.tokens == nil {
+				// One allocation for the first 32 tokens, where appending grew
+				// the slice at 1, 2, 4, 8... (most answers are short).
+				r.tokens = make([]int64, 0, max(len(o.NewTokenIDs), 32))
+			}
 			r.tokens = append(r.tokens, o.NewTokenIDs...)
 		}
 		if r.moves > 0 {

@@ -33,7 +33,7 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 			}
 			ended.span.end(ended.completion, finish, 0, err)
 		}
-		if ended != nil && s.cfg.LogRequests {
+		if ended != nil && s.accessLog {
 			var status string
 			switch {
 			case err == nil:
@@ -49,7 +49,7 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 	if c.gone {
 		return
 	}
-	if s.cfg.LogRequests || s.tracer != nil {
+	if s.accessLog || s.tracer != nil {
 		if lr, ok := c.reqs[userID]; ok {
 			lr.rank = rank
 			if err == nil {

@@ -92,6 +92,9 @@ type ClientServer struct {
 	sock   transport.Socket
 	log    *slog.Logger
 	tracer trace.Tracer // nil: no tracing
+	// accessLog: LogRequests, and its level enabled (a discarded line still cost
+	// a map update per output).
+	accessLog bool
 
 	mu      sync.Mutex
 	clients map[string]*client // by ROUTER identity
@@ -112,6 +115,7 @@ type ClientServer struct {
 // client is one connected DEALER. Guarded by ClientServer.mu.
 type client struct {
 	key      uint64 // for the fair share of engine queues (dispatcher.WithClient)
+	ctx      context.Context // the server's context naming key, made once, not per ADD
 	id       []byte
 	idHex    string
 	reqs     map[string]liveReq // by client request id
@@ -213,6 +217,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	for _, m := range append(slices.Clone(DefaultUtilityMethods), cfg.AllowUtilityMethods...) {
 		s.utilAllowed[m] = true
 	}
+	s.accessLog = cfg.LogRequests && cfg.Logger.Enabled(context.Background(), slog.LevelInfo)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.readLoop()
@@ -314,6 +319,7 @@ func (s *ClientServer) touch(id []byte) *client {
 			reqs: make(map[string]liveReq), open: make(map[int]*outBatch),
 			drained: make(chan struct{}),
 		}
+		c.ctx = dispatcher.WithClient(s.ctx, c.key)
 		s.clients[string(id)] = c
 	}
 	c.lastSeen = s.cfg.Now()
@@ -394,7 +400,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 	s.mu.Unlock()
 	// The connection is the client of the fair share: its burst waits for room in
 	// a full engine queue behind itself, not in front of other clients.
-	rank, err := s.d.SubmitFuncContext(dispatcher.WithClient(s.ctx, c.key), &req, func(rank int, out *wire.EngineCoreOutput, err error) {
+	rank, err := s.d.SubmitFuncContext(c.ctx, &req, func(rank int, out *wire.EngineCoreOutput, err error) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
@@ -413,7 +419,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		typ, msg, ranks := s.classify(err)
 		s.sendError(c, userID, typ, msg, ranks)
 		span.end(0, nil, 0, err)
-		if s.cfg.LogRequests {
+		if s.accessLog {
 			s.logRequest(c, userID, liveReq{rank: -1, start: start, prompt: len(req.PromptTokenIDs)}, typ)
 		}
 	}

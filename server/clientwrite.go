@@ -57,13 +57,13 @@ func (s *ClientServer) writeNow(c *client) {
 	batch := s.takeLocked(c, w)
 	s.mu.Unlock()
 	msgs := w.encode(s, batch)
-	var failed error
-	var failedTo []byte
-	sent := transport.SendBatchNow(s.sock, msgs, func(i int, err error) {
-		if failed == nil {
-			failed, failedTo = err, msgs[i][0]
-		}
-	})
+	if w.failFn == nil {
+		w.failFn = w.fail // made once per pooled writer, not per write
+	}
+	w.failed, w.failedTo = nil, nil
+	sent := transport.SendBatchNow(s.sock, msgs, w.failFn)
+	failed, failedTo := w.failed, w.failedTo
+	w.failed, w.failedTo = nil, nil
 	if sent && failed == nil {
 		w.recycle(batch)
 		s.mu.Lock()
@@ -145,6 +145,19 @@ type clientWriter struct {
 	frames [][]byte
 	msgs   [][][]byte
 	spare  []outMsg // the queue array the writer hands back to its client
+
+	// writeNow's first failure: its error and the client it was for (a copy is
+	// not needed: the identity outlives the call).
+	failed   error
+	failedTo []byte
+	failFn   func(int, error)
+}
+
+// fail records the first failed message of a SendBatchNow.
+func (w *clientWriter) fail(i int, err error) {
+	if w.failed == nil {
+		w.failed, w.failedTo = err, w.msgs[i][0]
+	}
 }
 
 var writerPool = sync.Pool{New: func() any { return &clientWriter{buf: make([]byte, 0, 4096)} }}

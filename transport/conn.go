@@ -65,6 +65,7 @@ type conn struct {
 	// rc writes without waiting (writeNow); nil when the connection has no file
 	// descriptor, and then writeNow always reports errWouldBlock.
 	rc syscall.RawConn
+	nb nbWrite // writeNonblocking's state, owned by the flusher
 
 	// Owned by the flusher (one at a time).
 	wbuf []byte      // headers and small frames, contiguous

@@ -185,24 +185,21 @@ func (c *conn) finish(timeout time.Duration) {
 // and reports how much of b it took; a full socket buffer is 0 bytes, not an
 // error.
 func (c *conn) writeNonblocking(b []byte) (int, error) {
-	var n int
-	var werr error
-	write := func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), b)
-			if werr != syscall.EINTR {
-				return true // done either way: never wait for the poller
-			}
-		}
+	nb := &c.nb
+	if nb.fn == nil {
+		nb.fn = nb.write // made once: a closure per call would be an allocation per send
 	}
-	err := c.rc.Write(write)
+	nb.buf = b
+	err := c.rc.Write(nb.fn)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// A flush's write deadline outlived its write; this write does not wait,
 		// so it has none.
 		if err = c.nc.SetWriteDeadline(time.Time{}); err == nil {
-			err = c.rc.Write(write)
+			err = c.rc.Write(nb.fn)
 		}
 	}
+	n, werr := nb.n, nb.err
+	nb.buf, nb.err = nil, nil
 	if err != nil {
 		return 0, err
 	}
@@ -213,4 +210,24 @@ func (c *conn) writeNonblocking(b []byte) (int, error) {
 		return 0, werr
 	}
 	return max(n, 0), nil
+}
+
+// nbWrite is writeNonblocking's callback for syscall.RawConn.Write, with its
+// arguments and results; only the flusher uses it.
+type nbWrite struct {
+	buf []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+// write makes one write(2), retried only on EINTR, and reports done either way:
+// the poller is never waited for.
+func (w *nbWrite) write(fd uintptr) bool {
+	for {
+		w.n, w.err = syscall.Write(int(fd), w.buf)
+		if w.err != syscall.EINTR {
+			return true
+		}
+	}
 }
