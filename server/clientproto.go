@@ -114,7 +114,7 @@ type ClientServer struct {
 
 // client is one connected DEALER. Guarded by ClientServer.mu.
 type client struct {
-	key      uint64 // for the fair share of engine queues (dispatcher.WithClient)
+	key      uint64          // for the fair share of engine queues (dispatcher.WithClient)
 	ctx      context.Context // the server's context naming key, made once, not per ADD
 	id       []byte
 	idHex    string

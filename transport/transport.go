@@ -19,6 +19,12 @@
 // limited rate), departed peers reported as ErrPeerLeft and received before their
 // identity may reconnect, one bounded queue and writer per PUB/XPUB subscriber
 // (dropping at SendHWM like libzmq), stale ipc files removed before binding.
+//
+// SendBatchNow (sendnow.go) is a send for goroutines that must never wait on a
+// peer (a submitter holding a request's lock, an engine's output goroutine): one
+// non-blocking write when no write to the peer is in progress, the unwritten rest
+// finished by the connection, and ErrWouldBlock, nothing sent, when a write is in
+// progress, so the caller's own bounded queue and writer take the message.
 package transport
 
 import (
