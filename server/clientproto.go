@@ -3,9 +3,10 @@ package server
 // The msgpack client protocol on --client-address: a ZeroMQ ROUTER that speaks the
 // engine-core vocabulary to clients (README.md, "Client protocol", is the contract).
 //
-// One reader goroutine receives and dispatches; each client with something to send
-// has one writer goroutine, the only one writing to it, so a client that stops
-// reading holds up no one else. Outputs reach a client through dispatcher.SubmitFunc callbacks that
+// Each client connection's own reader goroutine (the transport's) decodes and
+// dispatches its messages (onMessage), so a client whose ADD waits for queue room
+// holds up only itself; one writer at a time writes to each client (clientwrite.go),
+// so a client that stops reading holds up no one else. Outputs reach a client through dispatcher.SubmitFunc callbacks that
 // append to a per-(client, rank) batch; the adapter calls EndBatch(rank) after each
 // engine message, which seals those batches, so a client gets one EngineCoreOutputs
 // per engine message that touched its requests (nats' "note each client, wake each
@@ -39,9 +40,6 @@ const (
 	ErrTypeUtilityFailed  = "UtilityCallFailed" // a UTILITY call could not be made
 	ErrTypeSlowClient     = "SlowClient"        // the client did not read its outputs
 )
-
-// clientRecvQueue is the client ROUTER's receive queue, in messages.
-const clientRecvQueue = 8
 
 // ClientConfig configures a ClientServer.
 type ClientConfig struct {
@@ -103,12 +101,13 @@ type ClientServer struct {
 	keys    uint64 // last client key handed out
 
 	stop    chan struct{}
+	started chan struct{} // closed once sock is set: handlers wait for it
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
 	// utilAllowed: the UTILITY methods forwarded to engines.
 	utilAllowed map[string]bool
-	wg          sync.WaitGroup // reader and sweeper
+	wg          sync.WaitGroup // the sweeper
 	writers     sync.WaitGroup // per-client writers (Add only under mu, before closed)
 }
 
@@ -188,29 +187,12 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	if cfg.ShutdownReason == nil {
 		cfg.ShutdownReason = func() error { return nil }
 	}
-	sock, err := transport.Listen(ctx, transport.Router, cfg.Address, transport.Options{
-		PeerEvents:  true, // a dropped connection is how most clients "disappear"
-		SendTimeout: cfg.SendTimeout,
-		// The transport's defaults (256 MiB frames, 1 GiB messages) let three
-		// clients take 3 GB; nothing legal needs more than these.
-		MaxFrameSize:   cfg.MaxFrameBytes,
-		MaxMessageSize: cfg.MaxMessageBytes,
-		// Received messages wait here for the one reader; the bytes held are this
-		// times the message bound (64 MiB at the defaults, where the transport's
-		// 256-deep queue let one fast client park 4 GiB). One reader drains it, so
-		// a deeper queue adds memory, not throughput.
-		RecvQueue: clientRecvQueue,
-		MaxConns:  cfg.MaxConnections,
-		Logger:    cfg.Logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
-	}
 	s := &ClientServer{
-		cfg: cfg, d: d, sock: sock, log: cfg.Logger, tracer: tracerOf(cfg.TracerProvider),
+		cfg: cfg, d: d, log: cfg.Logger, tracer: tracerOf(cfg.TracerProvider),
 		clients:     make(map[string]*client),
 		dirty:       make(map[int][]*client),
 		stop:        make(chan struct{}),
+		started:     make(chan struct{}),
 		utilSem:     make(chan struct{}, 64),
 		utilAllowed: make(map[string]bool),
 	}
@@ -219,8 +201,27 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 	}
 	s.accessLog = cfg.LogRequests && cfg.Logger.Enabled(context.Background(), slog.LevelInfo)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Add(2)
-	go s.readLoop()
+	sock, err := transport.Listen(ctx, transport.Router, cfg.Address, transport.Options{
+		// Each connection's reader handles its messages itself (onMessage): no
+		// hand-off to a reader of ours, and a client whose ADD waits for queue
+		// room holds up only its own connection.
+		Handler: s.onMessage,
+		PeerEvents:  true, // a dropped connection is how most clients "disappear"
+		SendTimeout: cfg.SendTimeout,
+		// The transport's defaults (256 MiB frames, 1 GiB messages) let three
+		// clients take 3 GB; nothing legal needs more than these.
+		MaxFrameSize:   cfg.MaxFrameBytes,
+		MaxMessageSize: cfg.MaxMessageBytes,
+		MaxConns:  cfg.MaxConnections,
+		Logger:    cfg.Logger,
+	})
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("server: client protocol on %s: %w", cfg.Address, err)
+	}
+	s.sock = sock
+	close(s.started)
+	s.wg.Add(1)
 	go s.sweepLoop()
 	return s, nil
 }
@@ -242,7 +243,7 @@ func (s *ClientServer) Close() error {
 	s.cancel()
 	close(s.stop)    // the sweeper exits; stalled EndBatch callers return
 	s.writers.Wait() // each writer sends what is queued (bounded by the send timeout)
-	s.sock.Close()   // the reader exits
+	s.sock.Close()   // the connections' readers exit, after any handler in flight
 	s.wg.Wait()
 	for range cap(s.utilSem) { // wait for UTILITY calls in flight
 		s.utilSem <- struct{}{}
@@ -250,25 +251,21 @@ func (s *ClientServer) Close() error {
 	return nil
 }
 
-// readLoop is the only caller of Recv.
-func (s *ClientServer) readLoop() {
-	defer s.wg.Done()
-	for {
-		frames, err := s.sock.Recv()
-		if err != nil {
-			var left *transport.PeerLeftError
-			switch {
-			case errors.As(err, &left):
-				s.clientGone(left.Identity, "connection closed")
-				continue
-			case errors.Is(err, transport.ErrClosed):
-				return
-			}
-			s.log.Warn("client protocol: receive failed", "err", err)
-			continue
+// onMessage is the socket's Handler: it runs on the client connection's own reader
+// goroutine, in order per client, concurrently across clients (ClientServer.mu
+// guards what they share).
+func (s *ClientServer) onMessage(frames [][]byte, err error) {
+	<-s.started // a client may speak before Listen has returned
+	if err != nil {
+		var left *transport.PeerLeftError
+		if errors.As(err, &left) {
+			s.clientGone(left.Identity, "connection closed")
+			return
 		}
-		s.handle(frames)
+		s.log.Warn("client protocol: receive failed", "err", err)
+		return
 	}
+	s.handle(frames)
 }
 
 // handle validates the envelope, then dispatches on the type byte.

@@ -296,6 +296,13 @@ func (s *socket) deliver(d delivery) bool {
 		return false
 	default:
 	}
+	if h := s.opt.Handler; h != nil {
+		h(d.frames, d.err)
+		if d.leave != nil {
+			s.release(d.leave) // as the Recv after the one that returned d would
+		}
+		return true
+	}
 	select {
 	case s.recvq <- d:
 		return true

@@ -217,6 +217,9 @@ func (s *socket) Recv() ([][]byte, error) {
 	if !s.kind.canRecv() {
 		return nil, fmt.Errorf("%w: %s cannot receive", ErrUnsupported, s.kind)
 	}
+	if s.opt.Handler != nil {
+		return nil, fmt.Errorf("%w: the socket delivers to its Handler", ErrUnsupported)
+	}
 	select {
 	case <-s.done:
 		return nil, ErrClosed

@@ -166,6 +166,17 @@ type Options struct {
 	JoinEvents bool
 	// Logger receives refused connections and protocol errors. nil = discard.
 	Logger *slog.Logger
+	// Handler, when set, receives every message (ROUTER: frames[0] is the
+	// sender's identity), and every departure and join Recv would report, on the
+	// connection's own reader goroutine instead of through Recv, which then fails
+	// with ErrUnsupported. It saves the hand-off from the reader to the Recv
+	// caller, a run-queue wait per message on a busy machine. Calls for one peer
+	// come in order and never overlap; calls for different peers run at once. A
+	// handler that blocks holds up only its own peer (whose reads then stop, so
+	// TCP pushes back on it), and bounds how long Close takes: Close waits for
+	// the readers, so a handler must never Close its own socket. A ROUTER
+	// identity whose departure was handled is free again once the call returns.
+	Handler func(frames [][]byte, err error)
 }
 
 const (
