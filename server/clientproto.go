@@ -101,7 +101,7 @@ type ClientServer struct {
 	keys    uint64 // last client key handed out
 
 	stop    chan struct{}
-	started chan struct{} // closed once sock is set: handlers wait for it
+	started chan struct{}   // closed once sock is set: handlers wait for it
 	ctx     context.Context // ends utility calls at Close
 	cancel  context.CancelFunc
 	utilSem chan struct{} // bounds concurrent UTILITY calls
@@ -205,15 +205,15 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		// Each connection's reader handles its messages itself (onMessage): no
 		// hand-off to a reader of ours, and a client whose ADD waits for queue
 		// room holds up only its own connection.
-		Handler: s.onMessage,
+		Handler:     s.onMessage,
 		PeerEvents:  true, // a dropped connection is how most clients "disappear"
 		SendTimeout: cfg.SendTimeout,
 		// The transport's defaults (256 MiB frames, 1 GiB messages) let three
 		// clients take 3 GB; nothing legal needs more than these.
 		MaxFrameSize:   cfg.MaxFrameBytes,
 		MaxMessageSize: cfg.MaxMessageBytes,
-		MaxConns:  cfg.MaxConnections,
-		Logger:    cfg.Logger,
+		MaxConns:       cfg.MaxConnections,
+		Logger:         cfg.Logger,
 	})
 	if err != nil {
 		s.cancel()
