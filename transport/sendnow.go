@@ -2,7 +2,6 @@ package transport
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -24,7 +23,8 @@ type NowSender interface {
 	// (under Options.SendTimeout, as any write), so the call never waits on a
 	// peer. A peer whose connection has a write in progress fails its messages
 	// with ErrWouldBlock, unsent: the caller's own queue, with its bounds and
-	// watchdog, takes them. fail is called as for SendBatch.
+	// watchdog, takes them. fail is called as for SendBatch; pass one, since a
+	// refused message is otherwise indistinguishable from a sent one.
 	SendBatchNow(msgs [][][]byte, fail func(i int, err error))
 }
 
@@ -40,68 +40,21 @@ func SendBatchNow(s Socket, msgs [][][]byte, fail func(i int, err error)) bool {
 }
 
 // SendBatchNow implements NowSender for ROUTER, and for DEALER and PUSH with one
-// peer; other sockets fail every message with ErrWouldBlock.
+// peer; other sockets fail every message with ErrWouldBlock (a DEALER or PUSH
+// without a peer: ErrNoPeer).
 func (s *socket) SendBatchNow(msgs [][][]byte, fail func(i int, err error)) {
-	failAll := func(from, to int, err error) {
-		if fail != nil {
-			for i := from; i < to; i++ {
-				fail(i, err)
-			}
-		}
+	if s.sendRuns(msgs, fail, (*conn).writeNow) || fail == nil {
+		return
 	}
-	for _, m := range msgs {
-		if len(m) == 0 || (s.kind == Router && len(m) < 2) {
-			failAll(0, len(msgs), errors.New("transport: batch holds an empty message or a ROUTER message without a body"))
-			return
-		}
+	s.mu.Lock()
+	n := len(s.peers)
+	s.mu.Unlock()
+	err := ErrWouldBlock // round robin over several peers: the waiting way
+	if n == 0 && (s.kind == Dealer || s.kind == Push) {
+		err = ErrNoPeer
 	}
-	switch s.kind {
-	case Router:
-		for i := 0; i < len(msgs); {
-			j := i + 1
-			for j < len(msgs) && string(msgs[j][0]) == string(msgs[i][0]) {
-				j++
-			}
-			s.mu.Lock()
-			closed, p := s.closed, s.byID[string(msgs[i][0])]
-			if p != nil && (p.gone || p.joining) {
-				p = nil
-			}
-			s.mu.Unlock()
-			switch {
-			case closed:
-				failAll(i, j, ErrClosed)
-			case p == nil:
-				failAll(i, j, fmt.Errorf("%w: identity %x", ErrNoPeer, msgs[i][0]))
-			default:
-				if err := p.c.writeNow(msgs[i:j], 1, s.opt.SendTimeout); err != nil {
-					failAll(i, j, fmt.Errorf("transport: send to peer %x: %w", p.id, err))
-				}
-			}
-			i = j
-		}
-	case Dealer, Push:
-		s.mu.Lock()
-		closed, n := s.closed, len(s.peers)
-		var p *peer
-		if n == 1 {
-			p = s.peers[0]
-		}
-		s.mu.Unlock()
-		switch {
-		case closed:
-			failAll(0, len(msgs), ErrClosed)
-		case n == 0:
-			failAll(0, len(msgs), ErrNoPeer)
-		case p == nil:
-			failAll(0, len(msgs), ErrWouldBlock) // round robin: the waiting way
-		default:
-			if err := p.c.writeNow(msgs, 0, s.opt.SendTimeout); err != nil {
-				failAll(0, len(msgs), fmt.Errorf("transport: send to peer %x: %w", p.id, err))
-			}
-		}
-	default:
-		failAll(0, len(msgs), ErrWouldBlock)
+	for i := range msgs {
+		fail(i, err)
 	}
 }
 

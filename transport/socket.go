@@ -343,6 +343,23 @@ func cloneFrames(frames [][]byte) [][]byte {
 // kinds, and a DEALER or PUSH with several peers (round robin per message), send one
 // message at a time.
 func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
+	if s.sendRuns(msgs, fail, (*conn).writeMany) {
+		return
+	}
+	for i, m := range msgs {
+		if err := s.Send(m...); err != nil && fail != nil {
+			fail(i, err)
+		}
+	}
+}
+
+// sendRuns is the routing SendBatch and SendBatchNow share: it checks the batch,
+// then hands write each ROUTER run of messages to one identity (skipping the
+// identity frame), or a DEALER's or PUSH's whole batch when it has exactly one
+// peer. It reports false, having done nothing, for the kinds and peer counts it
+// does not route: the caller sends those its own way.
+func (s *socket) sendRuns(msgs [][][]byte, fail func(i int, err error),
+	write func(c *conn, run [][][]byte, skip int, timeout time.Duration) error) bool {
 	failAll := func(from, to int, err error) {
 		if fail != nil {
 			for i := from; i < to; i++ {
@@ -353,12 +370,12 @@ func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
 	for _, m := range msgs {
 		if len(m) == 0 || (s.kind == Router && len(m) < 2) {
 			failAll(0, len(msgs), errors.New("transport: batch holds an empty message or a ROUTER message without a body"))
-			return
+			return true
 		}
 	}
 	if !s.kind.canSend() {
 		failAll(0, len(msgs), fmt.Errorf("%w: %s cannot send", ErrUnsupported, s.kind))
-		return
+		return true
 	}
 	switch s.kind {
 	case Router:
@@ -379,13 +396,13 @@ func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
 			case p == nil:
 				failAll(i, j, fmt.Errorf("%w: identity %x", ErrNoPeer, msgs[i][0]))
 			default:
-				if err := p.c.writeMany(msgs[i:j], 1, s.opt.SendTimeout); err != nil {
+				if err := write(p.c, msgs[i:j], 1, s.opt.SendTimeout); err != nil {
 					failAll(i, j, fmt.Errorf("transport: send to peer %x: %w", p.id, err))
 				}
 			}
 			i = j
 		}
-		return
+		return true
 	case Dealer, Push:
 		s.mu.Lock()
 		closed, n := s.closed, len(s.peers)
@@ -396,20 +413,16 @@ func (s *socket) SendBatch(msgs [][][]byte, fail func(i int, err error)) {
 		s.mu.Unlock()
 		if closed {
 			failAll(0, len(msgs), ErrClosed)
-			return
+			return true
 		}
 		if p != nil {
-			if err := p.c.writeMany(msgs, 0, s.opt.SendTimeout); err != nil {
+			if err := write(p.c, msgs, 0, s.opt.SendTimeout); err != nil {
 				failAll(0, len(msgs), fmt.Errorf("transport: send to peer %x: %w", p.id, err))
 			}
-			return
+			return true
 		}
 	}
-	for i, m := range msgs {
-		if err := s.Send(m...); err != nil && fail != nil {
-			fail(i, err)
-		}
-	}
+	return false
 }
 
 func (s *socket) sendTo(p *peer, frames [][]byte) error {
