@@ -54,6 +54,9 @@ type engine struct {
 	deliverMu sync.Mutex
 	isDown    bool
 	wasUp     bool
+	// announced: the handler's EngineUp has returned, so the handler routes to
+	// the rank (WaitReady counts only these; Ready is set just before EngineUp).
+	announced atomic.Bool
 	cause     error
 	down      chan struct{} // closed when the engine goes down
 
@@ -374,6 +377,7 @@ func (e *engine) goUp(reg wire.ReadyResponse) bool {
 	// flaky utility call right after start-up).
 	e.st.Store(int32(Ready))
 	e.f.h.EngineUp(e.rank, info)
+	e.announced.Store(true)
 	return true
 }
 

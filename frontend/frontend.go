@@ -283,7 +283,8 @@ func (f *Frontend) Engines() []EngineInfo {
 	return out
 }
 
-// WaitReady waits until n engines are Ready. It fails early when fewer than n ranks
+// WaitReady waits until n engines are Ready and the handler has heard so (its EngineUp
+// returned, so a request can be routed to them at once). It fails early when fewer than n ranks
 // can still come up (their handshakes failed: the error names rank and phase).
 func (f *Frontend) WaitReady(ctx context.Context, n int) error {
 	for {
@@ -297,7 +298,9 @@ func (f *Frontend) WaitReady(ctx context.Context, n int) error {
 			e := t.byRank[r]
 			switch e.state() {
 			case Ready:
-				up++
+				if e.announced.Load() {
+					up++ // the handler knows it: a request can be routed there now
+				}
 				possible++
 			case Connecting:
 				possible++
