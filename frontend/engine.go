@@ -371,12 +371,15 @@ func (e *engine) goUp(reg wire.ReadyResponse) bool {
 	e.wasUp = true
 	info := *e.info.Load()
 	info.State, info.Ready, info.Since = Ready, reg, e.f.now()
-	e.info.Store(&info)
 	// Ready before EngineUp: the handler may route to the rank as soon as it hears
 	// of it, and a Send in between would be refused with ErrNotReady (seen as a
 	// flaky utility call right after start-up).
 	e.st.Store(int32(Ready))
 	e.f.h.EngineUp(e.rank, info)
+	// Shown Ready (Engines, /v1/engines) and counted by WaitReady only now, once
+	// the handler routes to it: a client that saw it ready and sent at once got
+	// "no engine is connected and ready" (TestAttackHelloStorm in CI).
+	e.info.Store(&info)
 	e.announced.Store(true)
 	return true
 }
