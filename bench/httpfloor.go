@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -179,9 +180,9 @@ func (f *HTTPFloor) completions(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	resp := floorResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
-		Choices: []floorChoice{{TokenIDs: q.tokens, FinishReason: finishName(q.finish)}},
-		Usage:   &floorUsage{PromptTokens: len(body.Prompt), CompletionTokens: len(q.tokens), TotalTokens: len(body.Prompt) + len(q.tokens)}}
+	resp := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+		Choices: []server.Choice{{TokenIDs: q.tokens, FinishReason: finishName(q.finish)}},
+		Usage:   &server.Usage{PromptTokens: len(body.Prompt), CompletionTokens: len(q.tokens), TotalTokens: len(body.Prompt) + len(q.tokens)}}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
 }
@@ -200,8 +201,8 @@ func (f *HTTPFloor) stream(w http.ResponseWriter, r *http.Request, q *floorReq, 
 		case <-r.Context().Done():
 			return
 		}
-		ch := floorResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
-			Choices: []floorChoice{{TokenIDs: o.NewTokenIDs, FinishReason: finishName(o.FinishReason)}}}
+		ch := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+			Choices: []server.Choice{{TokenIDs: o.NewTokenIDs, FinishReason: finishName(o.FinishReason)}}}
 		b, _ := json.Marshal(ch)
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return
@@ -216,30 +217,6 @@ func (f *HTTPFloor) stream(w http.ResponseWriter, r *http.Request, q *floorReq, 
 	if _, err := w.Write([]byte("data: [DONE]\n\n")); err == nil && fl != nil {
 		fl.Flush()
 	}
-}
-
-type floorResponse struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []floorChoice `json:"choices"`
-	Usage   *floorUsage   `json:"usage,omitempty"`
-}
-
-type floorChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	TokenIDs     []int64 `json:"token_ids"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-	StopReason   any     `json:"stop_reason"`
-}
-
-type floorUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
 }
 
 func finishName(r wire.FinishReason) *string {
