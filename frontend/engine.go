@@ -54,9 +54,6 @@ type engine struct {
 	deliverMu sync.Mutex
 	isDown    bool
 	wasUp     bool
-	// announced: the handler's EngineUp has returned, so the handler routes to
-	// the rank (WaitReady counts only these; Ready is set just before EngineUp).
-	announced atomic.Bool
 	cause     error
 	down      chan struct{} // closed when the engine goes down
 
@@ -380,7 +377,6 @@ func (e *engine) goUp(reg wire.ReadyResponse) bool {
 	// the handler routes to it: a client that saw it ready and sent at once got
 	// "no engine is connected and ready" (TestAttackHelloStorm in CI).
 	e.info.Store(&info)
-	e.announced.Store(true)
 	return true
 }
 

@@ -298,8 +298,10 @@ func (f *Frontend) WaitReady(ctx context.Context, n int) error {
 			e := t.byRank[r]
 			switch e.state() {
 			case Ready:
-				if e.announced.Load() {
-					up++ // the handler knows it: a request can be routed there now
+				// The send path turns Ready just before EngineUp; the info only once
+				// EngineUp returned, when the handler routes to the rank.
+				if e.info.Load().State == Ready {
+					up++
 				}
 				possible++
 			case Connecting:

@@ -144,9 +144,7 @@ func (s *ClientServer) sealBatch(rank int, now []*client) (full *client, _ []*cl
 			delete(c.open, rank)
 			if len(b.Outputs) > 0 && !c.gone {
 				c.ready = append(c.ready, outMsg{to: c.id, outs: &b.EngineCoreOutputs, batch: b})
-				if !c.writing && !s.closed {
-					c.writing = true
-					s.writers.Add(1)
+				if s.claimWriterLocked(c) {
 					now = append(now, c)
 				}
 			}
@@ -228,12 +226,21 @@ func (s *ClientServer) sealLocked(c *client, rank int) {
 // Caller holds s.mu.
 func (s *ClientServer) queueLocked(c *client, m outMsg) {
 	c.ready = append(c.ready, m)
+	if s.claimWriterLocked(c) {
+		go s.writeClient(c)
+	}
+}
+
+// claimWriterLocked takes c's writer role when it is free and the server is open;
+// the caller then writes c's queue (or starts a goroutine that does) and ends with
+// writers.Done. Caller holds s.mu.
+func (s *ClientServer) claimWriterLocked(c *client) bool {
 	if c.writing || s.closed {
-		return
+		return false
 	}
 	c.writing = true
 	s.writers.Add(1)
-	go s.writeClient(c)
+	return true
 }
 
 // slowClientLocked drops a client that stopped reading: its queue is discarded and

@@ -64,21 +64,18 @@ func (s *ClientServer) writeNow(c *client) {
 	sent := transport.SendBatchNow(s.sock, msgs, w.failFn)
 	failed, failedTo := w.failed, w.failedTo
 	w.failed, w.failedTo = nil, nil
-	if sent && failed == nil {
-		w.recycle(batch)
-		s.mu.Lock()
-		c.blocked = false
-		s.handOnLocked(c)
-		s.mu.Unlock()
-		writerPool.Put(w)
-		return
-	}
 	w.reset()
-	if sent && !isWouldBlock(failed) {
-		// Not this goroutine's to handle: clientGone aborts at the engines.
+	if sent && !errors.Is(failed, transport.ErrWouldBlock) {
+		// Written, or the client cannot be written to: either way the batch is done.
 		w.recycle(batch)
-		go s.clientGone(failedTo, "send failed: "+failed.Error())
+		if failed != nil {
+			// Not this goroutine's to handle: clientGone aborts at the engines.
+			go s.clientGone(failedTo, "send failed: "+failed.Error())
+		}
 		s.mu.Lock()
+		if failed == nil {
+			c.blocked = false // a write completed: c reads again
+		}
 		s.handOnLocked(c)
 		s.mu.Unlock()
 		writerPool.Put(w)
@@ -114,8 +111,6 @@ func (s *ClientServer) handOnLocked(c *client) {
 	c.writing = false
 	s.writers.Done()
 }
-
-func isWouldBlock(err error) bool { return errors.Is(err, transport.ErrWouldBlock) }
 
 // writeClient is c's writer goroutine, the only one writing to c while it runs: it
 // takes c's whole queue, writes it with one SendBatch (one writev), and repeats

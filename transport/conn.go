@@ -63,7 +63,7 @@ type conn struct {
 	pongQueued bool
 
 	// rc writes without waiting (writeNow); nil when the connection has no file
-	// descriptor, and then writeNow always reports errWouldBlock.
+	// descriptor, and then writeNow always reports ErrWouldBlock.
 	rc syscall.RawConn
 	nb nbWrite // writeNonblocking's state, owned by the flusher
 
