@@ -245,7 +245,15 @@ func TestNodeRebroadcastsEngineStartWave(t *testing.T) {
 		if st := engines[0].state(); st.wave != 4 || !st.running {
 			t.Fatalf("engine 0 = %+v, want wave 4 running", st)
 		}
-		if w, r := n.Wave(); w != 4 || !r {
+		// The node publishes its wave state (MsgWaveState) after the broadcast is
+		// queued, so an engine can hold the broadcast before Wave() shows it.
+		deadline := time.Now().Add(5 * time.Second)
+		w, r := n.Wave()
+		for (w != 4 || !r) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			w, r = n.Wave()
+		}
+		if w != 4 || !r {
 			t.Fatalf("Wave() = (%d, %v), want (4, true)", w, r)
 		}
 	})
