@@ -207,10 +207,17 @@ func hasData(d json.RawMessage) (bool, string) {
 // (serve's own sockets, the engines' connections) could be given away between this
 // check and the caller's bind, which made the P/D tests fail with "address already
 // in use" now and then. Only an explicit bind can take one of these.
+//
+// A port is handed out once per test binary: two picks in one test could
+// otherwise draw the same free port (TestScaleOut's bootstrap address and a
+// frontend's output did, in CI).
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	for range 200 {
 		port := 20000 + rand.IntN(12000)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
@@ -221,3 +228,6 @@ func freeLoopbackAddr(t *testing.T) string {
 	t.Fatal("no free loopback port in 20000-31999")
 	return ""
 }
+
+// handedOut holds the ports freeLoopbackAddr returned.
+var handedOut sync.Map
