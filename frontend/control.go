@@ -221,12 +221,13 @@ func (f *Frontend) onHandshake(ev event) {
 // rejoin binds fresh sockets for rank's next generation after old and publishes
 // it; nil when the sockets cannot be bound.
 func (f *Frontend) rejoin(rank int, old *engine) *engine {
-	in, out, err := f.bindEngine(context.Background(), rank, old.gen+1)
+	in, out, sink, err := f.bindEngine(context.Background(), rank, old.gen+1)
 	if err != nil {
 		f.log.Error("frontend: cannot rejoin engine", "rank", rank, "err", err)
 		return nil
 	}
 	e := f.newEngine(rank, old.gen+1, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
+	sink.e.Store(e)
 	f.table.Store(f.table.Load().with(rank, e))
 	e.start()
 	f.churn.log(f.log, f.now(), rank, slog.LevelInfo, "frontend: engine rejoining", "rank", rank, "generation", e.gen)

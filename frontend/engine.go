@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -30,9 +29,10 @@ type engine struct {
 	id   wire.Identity
 	gen  int
 
-	in     transport.Socket // own input ROUTER, or the shared one (bootstrapped)
-	out    transport.Socket // own output PULL; nil when shared
-	shared bool
+	in      transport.Socket // own input ROUTER, or the shared one (bootstrapped)
+	out     transport.Socket // own output PULL; nil when shared
+	outFail chan error       // the output reader's fatal cause, for outputWatch (own sockets)
+	shared  bool
 
 	sendq        *sendQueue
 	now          nowWriter    // writes from the submitter while the writer is idle
@@ -64,9 +64,10 @@ func (f *Frontend) newEngine(rank, gen int, in, out transport.Socket, shared boo
 	e := &engine{
 		f: f, rank: rank, id: wire.IdentityOf(rank), gen: gen,
 		in: in, out: out, shared: shared,
-		sendq: newSendQueue(f.cfg.SendQueue),
-		down:  make(chan struct{}),
-		hs:    hs,
+		sendq:   newSendQueue(f.cfg.SendQueue),
+		down:    make(chan struct{}),
+		outFail: make(chan error, 1),
+		hs:      hs,
 	}
 	e.st.Store(int32(Connecting))
 	e.info.Store(&EngineInfo{Rank: rank, Identity: e.id, State: Connecting, Since: f.now(), Generation: gen})
@@ -83,7 +84,7 @@ func (e *engine) start() {
 	if !e.shared {
 		e.f.wg.Add(2)
 		go e.inputLoop()
-		go e.outputLoop()
+		go e.outputWatch()
 	}
 }
 
@@ -301,52 +302,6 @@ func (e *engine) inputLoop() {
 	}
 }
 
-// outputLoop reads the engine's own output PULL. Everything on it belongs to this
-// rank, so a sentinel, a disconnect, garbage or an oversized frame is attributed to
-// exactly this engine.
-func (e *engine) outputLoop() {
-	defer e.f.wg.Done()
-	var dec wire.OutputsDecoder
-	var outs wire.EngineCoreOutputs
-	for {
-		frames, err := e.out.Recv()
-		if err != nil {
-			if errors.Is(err, transport.ErrPeerLeft) {
-				cause := errors.Unwrap(err)
-				if outputDropped(cause) {
-					e.f.metrics.outputDrops.Inc()
-					e.f.log.Error("frontend: engine output connection dropped by an error; outputs on it are lost", "rank", e.rank, "generation", e.gen, "cause", cause)
-					e.f.markDown(e, Dead, fmt.Errorf("%w: output connection dropped: %w", ErrOutputLost, cause))
-				} else {
-					e.f.markDown(e, Dead, fmt.Errorf("%w: output connection closed: %w", ErrEngineLeft, cause))
-				}
-			}
-			if errors.Is(err, transport.ErrClosed) {
-				return
-			}
-			continue
-		}
-		if wire.IsEngineCoreDead(frames) {
-			e.f.markDown(e, Dead, ErrEngineCoreDead)
-			continue
-		}
-		dec.Layout = e.layout.Load() // nil (native) until placed: probe replies only
-		if err := dec.Decode(frames, &outs); err != nil {
-			e.f.markDown(e, Dead, e.decodeError(err))
-			continue
-		}
-		if err := e.onOutputs(&dec, &outs); err != nil {
-			e.f.markDown(e, Dead, err)
-		}
-	}
-}
-
-// outputDropped reports whether an output connection ended by an error (anything but
-// a clean close, io.EOF): outputs in flight on it are lost.
-func outputDropped(cause error) bool {
-	return cause != nil && !errors.Is(cause, io.EOF)
-}
-
 // deliver hands one decoded message to the handler unless the engine is down.
 func (e *engine) deliver(outs *wire.EngineCoreOutputs) {
 	e.lastOutput.Store(time.Now().UnixNano())
@@ -383,7 +338,8 @@ func (e *engine) goUp(reg wire.ReadyResponse) bool {
 // markDown takes an engine out of service once: it records the cause, fails its
 // requests through EngineDown (if it was ever up) and closes its own sockets, which
 // also unblocks a stuck write. It is safe from any goroutine except from inside a
-// handler call for the same engine.
+// handler call for the same engine, or from the engine's own output reader, whose
+// socket it closes (outputSink hands its cause to outputWatch for that).
 func (f *Frontend) markDown(e *engine, state EngineState, cause error) bool {
 	e.deliverMu.Lock()
 	if e.isDown {

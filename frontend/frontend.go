@@ -161,7 +161,7 @@ func (f *Frontend) startOwner(ctx context.Context) error {
 	t := newTable()
 	var engines []*engine
 	for rank := range f.cfg.DataParallelSize {
-		in, out, err := f.bindEngine(ctx, rank, 0)
+		in, out, sink, err := f.bindEngine(ctx, rank, 0)
 		if err != nil {
 			for _, e := range engines {
 				e.in.Close()
@@ -170,6 +170,7 @@ func (f *Frontend) startOwner(ctx context.Context) error {
 			return err
 		}
 		e := f.newEngine(rank, 0, in, out, false, newHandshake(rank, f.cfg.PhaseTimeout))
+		sink.e.Store(e)
 		engines = append(engines, e)
 		t = t.with(rank, e)
 	}
@@ -195,7 +196,8 @@ func (f *Frontend) startOwner(ctx context.Context) error {
 // bindEngine binds one rank's own input ROUTER and output PULL. Giving every engine
 // its own pair (INIT is answered per engine) attributes every frame, disconnect and
 // sentinel to one rank, and a stalled engine cannot hold a lock another engine needs.
-func (f *Frontend) bindEngine(ctx context.Context, rank, gen int) (in, out transport.Socket, err error) {
+// The output PULL delivers to sink, which the caller points at the engine it makes.
+func (f *Frontend) bindEngine(ctx context.Context, rank, gen int) (in, out transport.Socket, sink *outputSink, err error) {
 	var inEP, outEP string
 	if f.cfg.EngineTransport == "tcp" {
 		inEP = "tcp://" + net.JoinHostPort(f.cfg.BindHost, "0")
@@ -206,14 +208,16 @@ func (f *Frontend) bindEngine(ctx context.Context, rank, gen int) (in, out trans
 	}
 	opt := f.engineSocketOptions()
 	if in, err = f.net.Listen(ctx, transport.Router, inEP, opt); err != nil {
-		return nil, nil, fmt.Errorf("frontend: rank %d input socket: %w", rank, err)
+		return nil, nil, nil, fmt.Errorf("frontend: rank %d input socket: %w", rank, err)
 	}
 	opt.PeerEvents = false
+	sink = &outputSink{}
+	opt.Handler = sink.handle
 	if out, err = f.net.Listen(ctx, transport.Pull, outEP, opt); err != nil {
 		in.Close()
-		return nil, nil, fmt.Errorf("frontend: rank %d output socket: %w", rank, err)
+		return nil, nil, nil, fmt.Errorf("frontend: rank %d output socket: %w", rank, err)
 	}
-	return in, out, nil
+	return in, out, sink, nil
 }
 
 // engineSocketOptions are the options of the sockets engines connect to (input

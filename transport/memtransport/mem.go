@@ -45,6 +45,8 @@ type sock struct {
 	recvq chan delivery
 	done  chan struct{}
 	once  sync.Once
+	// handled is done when the Options.Handler goroutine has returned.
+	handled sync.WaitGroup
 
 	mu    sync.Mutex
 	links []*link
@@ -80,8 +82,28 @@ func defaults(o transport.Options) transport.Options {
 
 func newSock(n *Network, kind transport.Kind, addr string, opt transport.Options) *sock {
 	opt = defaults(opt)
-	return &sock{net: n, kind: kind, opt: opt, addr: addr,
+	s := &sock{net: n, kind: kind, opt: opt, addr: addr,
 		recvq: make(chan delivery, opt.RecvQueue), done: make(chan struct{})}
+	if opt.Handler != nil {
+		s.handled.Add(1)
+		go s.handleLoop()
+	}
+	return s
+}
+
+// handleLoop delivers to Options.Handler. The fake keeps one queue per socket, so
+// its calls never overlap even across peers, which the real transport allows;
+// like it, Close waits for the handler.
+func (s *sock) handleLoop() {
+	defer s.handled.Done()
+	for {
+		select {
+		case d := <-s.recvq:
+			s.opt.Handler(d.frames, d.err)
+		case <-s.done:
+			return
+		}
+	}
 }
 
 // Listen binds endpoint. "tcp://host:0" gets a fresh port.
@@ -154,6 +176,9 @@ func (l *sock) attach(d *sock) error {
 func (s *sock) Addr() string { return s.addr }
 
 func (s *sock) Recv() ([][]byte, error) {
+	if s.opt.Handler != nil {
+		return nil, fmt.Errorf("%w: the socket delivers to its Handler", transport.ErrUnsupported)
+	}
 	select {
 	case <-s.done:
 		return nil, transport.ErrClosed
@@ -283,6 +308,7 @@ func (s *sock) Close() error {
 		for _, ln := range links {
 			s.unlink(ln, errors.New("memtransport: peer closed"))
 		}
+		s.handled.Wait()
 	})
 	return nil
 }

@@ -3,6 +3,7 @@ package memtransport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -48,5 +49,34 @@ func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
 			t.Fatalf("want peer left, got %v", err)
 		}
 		d.Close()
+	})
+}
+
+// A socket with a Handler delivers messages and departures to it, in order, and
+// refuses Recv; Close waits for the handler (the frontend's engine output PULLs).
+func TestHandlerDelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		ctx := context.Background()
+		var got []string
+		p, _ := n.Listen(ctx, transport.Pull, "ipc://h", transport.Options{Handler: func(f [][]byte, err error) {
+			if err != nil {
+				got = append(got, "left:"+fmt.Sprint(errors.Is(err, transport.ErrPeerLeft)))
+				return
+			}
+			got = append(got, string(f[0]))
+		}})
+		if _, err := p.Recv(); !errors.Is(err, transport.ErrUnsupported) {
+			t.Fatalf("Recv on a handler socket: %v", err)
+		}
+		push, _ := n.Dial(ctx, transport.Push, p.Addr(), transport.Options{})
+		push.Send([]byte("a"))
+		push.Send([]byte("b"))
+		push.Close()
+		synctest.Wait()
+		p.Close()
+		if want := []string{"a", "b", "left:true"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
 	})
 }
