@@ -67,6 +67,11 @@ type Config struct {
 
 	// Baseline runs the relay baseline in the same run (the ratio needs it).
 	Baseline bool `json:"baseline"`
+	// RelayWork makes the relay spend this much CPU (a busy loop) on every message
+	// it forwards, each way, as a frontend's decoding and routing would. It is a
+	// calibration, not a baseline: how much latency a given CPU cost per message
+	// adds on this machine. Latency targets are not judged when it is set.
+	RelayWork time.Duration `json:"relay_work_ns,omitempty"`
 
 	// Inflight, when > 0, runs the memory scenario instead of the latency one: it holds
 	// this many requests in flight at once and reports the frontend heap per request.

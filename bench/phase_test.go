@@ -53,6 +53,25 @@ func TestRelayPhaseSmoke(t *testing.T) {
 	})
 }
 
+// --relay-work holds the relay for its busy time on every message, each way: a
+// request's dispatch and return each take at least that long.
+func TestRelayWork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := smokeConfig("ipc")
+	cfg.RelayWork = 2 * time.Millisecond
+	p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startRelaySystem(ctx, cfg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Requests == 0 || p.Failed != 0 {
+		t.Fatalf("requests %d failed %d", p.Requests, p.Failed)
+	}
+	if p.Dispatch.P50US < 2000 || p.Return.P50US < 2000 {
+		t.Errorf("dispatch p50 %.0f µs, return p50 %.0f µs: want each >= the relay's 2 ms of work", p.Dispatch.P50US, p.Return.P50US)
+	}
+}
+
 func TestClosedLoopSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -20,9 +21,12 @@ type Relay struct {
 	clients, hs, in, out transport.Socket
 	engines              [][]byte // identities in rank order
 	client               atomic.Pointer[[]byte]
-	wg                   sync.WaitGroup
-	errOnce              sync.Once
-	err                  error
+	// Work is CPU spent on every forwarded message, each way (Config.RelayWork);
+	// set before AwaitEngines.
+	Work    time.Duration
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
 }
 
 // RelayAddrs are the endpoints a relay binds.
@@ -91,6 +95,7 @@ func (r *Relay) forwardRequests() {
 			id := append([]byte(nil), msg[0]...)
 			r.client.Store(&id)
 		}
+		busy(r.Work)
 		msg[0] = r.engines[next]
 		next = (next + 1) % len(r.engines)
 		if err := r.in.Send(msg...); err != nil {
@@ -118,11 +123,22 @@ func (r *Relay) forwardOutputs() {
 		if c == nil {
 			continue
 		}
+		busy(r.Work)
 		frames = append(append(frames[:0], *c), msg...)
 		if err := r.clients.Send(frames...); err != nil && !errors.Is(err, transport.ErrNoPeer) {
 			r.fail(err)
 			return
 		}
+	}
+}
+
+// busy spins for d: CPU work that holds the goroutine's thread, as decoding would
+// (a sleep would give the thread back, which is not what is being measured).
+func busy(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }
 

@@ -108,6 +108,13 @@ func TestRatioAndTargets(t *testing.T) {
 	if !met["dispatch+return p50 vs relay"] || met["dispatch+return p99 vs relay"] {
 		t.Errorf("targets = %+v, want p50 met and p99 missed", r.Targets)
 	}
+	r.Config.RelayWork = 10 * time.Microsecond // a calibration run: the relay is handicapped
+	for _, tg := range checkTargets(r) {
+		if strings.Contains(tg.Name, "vs relay") {
+			t.Errorf("a --relay-work run stated %q", tg.Name)
+		}
+	}
+	r.Config.RelayWork = 0
 	r.Config.Rate = 100 // not the target's scenario: no verdict
 	if ts := checkTargets(r); len(ts) != 0 {
 		t.Errorf("checkTargets on another scenario = %+v, want none", ts)

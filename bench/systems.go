@@ -66,6 +66,7 @@ func startRelaySystem(ctx context.Context, cfg Config) (system, error) {
 		ep.cleanup()
 		return nil, err
 	}
+	r.Work = cfg.RelayWork
 	return &relaySystem{lay: cfg.layout(), r: r, ep: ep}, nil
 }
 

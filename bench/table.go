@@ -27,6 +27,9 @@ func PrintTable(w io.Writer, r *Report) error {
 	if c.Mode == ModeTarget {
 		where = "target " + c.Target
 	}
+	if c.RelayWork > 0 {
+		where += fmt.Sprintf("; relay busy %s per message (calibration: latency targets not judged)", c.RelayWork)
+	}
 	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n",
 		where, load, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Seed)
 	if r.Runs > 1 {

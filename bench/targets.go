@@ -9,7 +9,7 @@ func checkTargets(r *Report) []Target {
 	c := r.Config
 	var ts []Target
 	sw, base := r.Switchyard, r.Baseline
-	if ratio := r.OverheadRatio; ratio != nil && c.Engines == 8 && c.Rate == 5000 {
+	if ratio := r.OverheadRatio; ratio != nil && c.Engines == 8 && c.Rate == 5000 && c.RelayWork == 0 {
 		ts = append(ts,
 			Target{Name: "dispatch+return p50 vs relay", Want: "<= 1.3x", Got: ratio.P50, Unit: "x", Met: ratio.P50 <= 1.3,
 				Note: fmt.Sprintf("switchyard %s µs, relay %s µs", fmtFloat(sw.Overhead.P50US), fmtFloat(base.Overhead.P50US))},

@@ -54,6 +54,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "output-tokens", Value: def.OutputTokens, Category: "load", Usage: "max_tokens of every request"},
 			&cli.Uint64Flag{Name: "seed", Value: def.Seed, Category: "load", Usage: "seed of the arrival schedule"},
 			&cli.BoolFlag{Name: "no-baseline", Category: "load", Usage: "skip the relay baseline (no overhead ratio)"},
+			&cli.DurationFlag{Name: "relay-work", Category: "load", Usage: "calibration: the relay spends this much CPU on every message it forwards, each way, to show what a given CPU cost per message does to latency on this machine (latency targets are then not judged)"},
 			&cli.IntFlag{Name: "inflight", Category: "load", Usage: "memory scenario: hold this many requests in flight and report frontend bytes per request"},
 
 			&cli.StringFlag{Name: "target", Category: "target", Usage: "a running frontend: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)"},
@@ -100,6 +101,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.OutputTokens = cmd.Int("output-tokens")
 	cfg.Seed = cmd.Uint64("seed")
 	cfg.Baseline = !cmd.Bool("no-baseline")
+	cfg.RelayWork = cmd.Duration("relay-work")
 	cfg.Inflight = cmd.Int("inflight")
 	cfg.Profile = cmd.String("cpuprofile")
 	cfg.Trace = cmd.String("trace")
