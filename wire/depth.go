@@ -34,6 +34,22 @@ func CheckMsgpackDepth(b []byte, limit int) error {
 	var stack [MaxMsgpackDepth + 1]int // values left per open level
 	depth := 0
 	for off := 0; off < len(b); {
+		if w := scalarLen[b[off]]; w != 0 {
+			// A scalar of a fixed or one-byte-prefixed size (a token id, a float, a
+			// short key): most of an ADD's values. Judged as below, without the
+			// general header read, which was most of this walk's cost.
+			off += int(w)
+			if off > len(b) {
+				return ErrMsgpackTruncated
+			}
+			if depth > 0 {
+				stack[depth]--
+				for depth > 0 && stack[depth] == 0 {
+					depth--
+				}
+			}
+			continue
+		}
 		n, size, container, next, err := MsgpackValueHeader(b, off)
 		if err != nil {
 			return err
@@ -60,6 +76,31 @@ func CheckMsgpackDepth(b []byte, limit int) error {
 	}
 	return nil
 }
+
+// scalarLen is the whole length (type byte included) of the scalars whose length
+// the type byte alone gives: fixints, nil, bools, fixstrs, fixed-size numbers and
+// fixexts. 0 for everything else (containers, length-prefixed values, 0xc1).
+var scalarLen = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+			t[c] = 1
+		case c >= 0xa0 && c <= 0xbf:
+			t[c] = uint8(1 + c&0x1f)
+		case c == 0xcc, c == 0xd0:
+			t[c] = 2
+		case c == 0xcd, c == 0xd1:
+			t[c] = 3
+		case c == 0xca, c == 0xce, c == 0xd2:
+			t[c] = 5
+		case c == 0xcb, c == 0xcf, c == 0xd3:
+			t[c] = 9
+		case c >= 0xd4 && c <= 0xd8: // fixext: the ext type byte, then 1..16 bytes
+			t[c] = uint8(2 + 1<<(c-0xd4))
+		}
+	}
+	return t
+}()
 
 // depthLenHeader reads the length-prefixed forms: it returns a container's element
 // count (maps count keys and values) or the bytes to skip.

@@ -1,6 +1,9 @@
 package wire
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // Tensors and ndarrays travel as [dtype, shape, data] (vllm/v1/serial_utils.py):
 // data is ext 3 (raw bytes) inline when the buffer is smaller than the zero-copy
@@ -101,6 +104,24 @@ func (r *reader) ints(buf []int64) ([]int64, error) {
 	}
 	buf = buf[:n]
 	for i := range buf {
+		// Token ids: positive fixints, uint16 and uint32 read inline, the rest
+		// (and every error) through int.
+		if b := r.b[r.off:]; len(b) > 0 {
+			switch c := b[0]; {
+			case c <= 0x7f:
+				buf[i] = int64(c)
+				r.off++
+				continue
+			case c == 0xcd && len(b) >= 3:
+				buf[i] = int64(binary.BigEndian.Uint16(b[1:]))
+				r.off += 3
+				continue
+			case c == 0xce && len(b) >= 5:
+				buf[i] = int64(binary.BigEndian.Uint32(b[1:]))
+				r.off += 5
+				continue
+			}
+		}
 		if buf[i], err = r.int(); err != nil {
 			return nil, err
 		}
