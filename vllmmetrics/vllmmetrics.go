@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -52,9 +51,9 @@ type Metrics struct {
 	running, waiting, kvUsage, gpuUsage, cacheInfo *prometheus.GaugeVec
 	promptTokens, genTokens, preemptions           *prometheus.CounterVec
 	prefixQueries, prefixHits, success             *prometheus.CounterVec
-	ttft, itl, tpotReq                             *prometheus.HistogramVec
-	e2e, queue, prefill, decode, inference         *prometheus.HistogramVec
-	promptLen, genLen, maxTokens, maxGen           *prometheus.HistogramVec
+	ttft, itl, tpotReq                             *histVec
+	e2e, queue, prefill, decode, inference         *histVec
+	promptLen, genLen, maxTokens, maxGen           *histVec
 }
 
 // New registers the vllm:* series for model on reg. maxModelLen bounds the token-count
@@ -70,9 +69,7 @@ func New(reg prometheus.Registerer, model string, maxModelLen int64) (*Metrics, 
 	c := func(name, help string, extra ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:" + name, Help: help}, append(l[:2:2], extra...))
 	}
-	h := func(name, help string, b []float64) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:" + name, Help: help, Buckets: b}, l)
-	}
+	h := func(name, help string, b []float64) *histVec { return newHistVec("vllm:"+name, help, b) }
 	tok := Buckets125(maxModelLen)
 	m := &Metrics{
 		model:         model,
@@ -88,24 +85,25 @@ func New(reg prometheus.Registerer, model string, maxModelLen int64) (*Metrics, 
 		prefixHits:    c("prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
 		success:       c("request_success_total", "Count of successfully processed requests.", "finished_reason"),
 		ttft:          h("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
-		itl:           h("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		tpotReq:       h("request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets),
-		e2e:           h("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
-		queue:         h("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
-		prefill:       h("request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
-		decode:        h("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
-		inference:     h("request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets),
-		promptLen:     h("request_prompt_tokens", "Number of prefill tokens processed.", tok),
-		genLen:        h("request_generation_tokens", "Number of generation tokens processed.", tok),
-		maxTokens:     h("request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok),
-		maxGen:        h("request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tok),
+		// vLLM's deprecated time_per_output_token_seconds is this by its old name,
+		// which its dashboard still queries: observed once, exported twice.
+		itl: h("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets).
+			alsoAs("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds. (Deprecated name of inter_token_latency_seconds, kept for dashboards.)"),
+		tpotReq:   h("request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets),
+		e2e:       h("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
+		queue:     h("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
+		prefill:   h("request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
+		decode:    h("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
+		inference: h("request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets),
+		promptLen: h("request_prompt_tokens", "Number of prefill tokens processed.", tok),
+		genLen:    h("request_generation_tokens", "Number of generation tokens processed.", tok),
+		maxTokens: h("request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok),
+		maxGen:    h("request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tok),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, m.gpuUsage, m.cacheInfo,
 			m.promptTokens, m.genTokens, m.preemptions, m.prefixQueries, m.prefixHits, m.success,
-			m.ttft, m.itl, &alias{src: m.itl, desc: prometheus.NewDesc("vllm:time_per_output_token_seconds",
-				"Histogram of time per output token in seconds. (Deprecated name of inter_token_latency_seconds, kept for dashboards.)",
-				[]string{"engine", "model_name"}, nil)}, m.tpotReq, m.e2e, m.queue, m.prefill, m.decode, m.inference,
+			m.ttft, m.itl, m.tpotReq, m.e2e, m.queue, m.prefill, m.decode, m.inference,
 			m.promptLen, m.genLen, m.maxTokens, m.maxGen} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
@@ -122,9 +120,9 @@ type Engine struct {
 	promptTokens, genTokens, preemptions   prometheus.Counter
 	prefixQueries, prefixHits              prometheus.Counter
 	success                                [len(finishNames)]prometheus.Counter
-	ttft, itl, tpotReq                     prometheus.Observer
-	e2e, queue, prefill, decode, inference prometheus.Observer
-	promptLen, genLen, maxTokens, maxGen   prometheus.Observer
+	ttft, itl, tpotReq                     *hist
+	e2e, queue, prefill, decode, inference *hist
+	promptLen, genLen, maxTokens, maxGen   *hist
 }
 
 // Engine returns rank's children; numGPUBlocks (0: unknown) labels cache_config_info.
@@ -140,13 +138,11 @@ func (m *Metrics) Engine(rank int, numGPUBlocks int64) *Engine {
 		promptTokens: m.promptTokens.WithLabelValues(lv...), genTokens: m.genTokens.WithLabelValues(lv...),
 		preemptions: m.preemptions.WithLabelValues(lv...), prefixQueries: m.prefixQueries.WithLabelValues(lv...),
 		prefixHits: m.prefixHits.WithLabelValues(lv...),
-		ttft:       m.ttft.WithLabelValues(lv...), itl: m.itl.WithLabelValues(lv...),
-		tpotReq: m.tpotReq.WithLabelValues(lv...),
-		e2e:     m.e2e.WithLabelValues(lv...), queue: m.queue.WithLabelValues(lv...),
-		prefill: m.prefill.WithLabelValues(lv...), decode: m.decode.WithLabelValues(lv...),
-		inference: m.inference.WithLabelValues(lv...), promptLen: m.promptLen.WithLabelValues(lv...),
-		genLen: m.genLen.WithLabelValues(lv...), maxTokens: m.maxTokens.WithLabelValues(lv...),
-		maxGen: m.maxGen.WithLabelValues(lv...),
+		ttft:       m.ttft.with(m.model, r), itl: m.itl.with(m.model, r), tpotReq: m.tpotReq.with(m.model, r),
+		e2e: m.e2e.with(m.model, r), queue: m.queue.with(m.model, r), prefill: m.prefill.with(m.model, r),
+		decode: m.decode.with(m.model, r), inference: m.inference.with(m.model, r),
+		promptLen: m.promptLen.with(m.model, r), genLen: m.genLen.with(m.model, r),
+		maxTokens: m.maxTokens.with(m.model, r), maxGen: m.maxGen.with(m.model, r),
 	}
 	for i, n := range finishNames {
 		e.success[i] = m.success.WithLabelValues(m.model, r, n)
@@ -276,44 +272,6 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 		e.decode.Observe(decode)
 		if r.numGen > 1 {
 			e.tpotReq.Observe(decode / float64(r.numGen-1))
-		}
-	}
-}
-
-// alias exports src's histograms under another name (vLLM's deprecated
-// time_per_output_token_seconds is inter_token_latency_seconds by its old name, which
-// its dashboard still queries), so the hot path observes once. Cold path: a scrape.
-type alias struct {
-	src  *prometheus.HistogramVec
-	desc *prometheus.Desc
-}
-
-func (a *alias) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
-
-func (a *alias) Collect(ch chan<- prometheus.Metric) {
-	ms := make(chan prometheus.Metric, 16)
-	go func() { a.src.Collect(ms); close(ms) }()
-	for m := range ms {
-		var pb dto.Metric
-		if m.Write(&pb) != nil || pb.GetHistogram() == nil {
-			continue
-		}
-		var engine, model string
-		for _, l := range pb.GetLabel() {
-			switch l.GetName() {
-			case "engine":
-				engine = l.GetValue()
-			case "model_name":
-				model = l.GetValue()
-			}
-		}
-		h := pb.GetHistogram()
-		buckets := make(map[float64]uint64, len(h.GetBucket()))
-		for _, b := range h.GetBucket() {
-			buckets[b.GetUpperBound()] = b.GetCumulativeCount()
-		}
-		if c, err := prometheus.NewConstHistogram(a.desc, h.GetSampleCount(), h.GetSampleSum(), buckets, engine, model); err == nil {
-			ch <- c
 		}
 	}
 }

@@ -68,7 +68,7 @@ func TestRequestLifecycle(t *testing.T) {
 		t.Errorf(`request_success_total{finished_reason="length"} = %v`, got)
 	}
 	for name, c := range map[string]struct {
-		h   *prometheus.HistogramVec
+		h   *histVec
 		sum float64
 	}{
 		"time_to_first_token_seconds": {m.ttft, 2}, "inter_token_latency_seconds": {m.itl, 0.5},
@@ -79,12 +79,8 @@ func TestRequestLifecycle(t *testing.T) {
 		"request_prompt_tokens":                 {m.promptLen, 40}, "request_generation_tokens": {m.genLen, 3},
 		"request_params_max_tokens": {m.maxTokens, 16}, "request_max_num_generation_tokens": {m.maxGen, 3},
 	} {
-		var pb dto.Metric
-		if err := c.h.WithLabelValues(lv...).(prometheus.Histogram).Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		if h := pb.GetHistogram(); h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-c.sum) > 1e-9 {
-			t.Errorf("vllm:%s: count %d sum %v, want 1 observation of %v", name, h.GetSampleCount(), h.GetSampleSum(), c.sum)
+		if n, sum, _ := c.h.with(lv[0], lv[1]).snapshot(); n != 1 || math.Abs(sum-c.sum) > 1e-9 {
+			t.Errorf("vllm:%s: count %d sum %v, want 1 observation of %v", name, n, sum, c.sum)
 		}
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -170,11 +166,34 @@ vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 1
 }
 
 // observations is the sample count of h's engine 0 child of model m.
-func observations(t *testing.T, h *prometheus.HistogramVec) uint64 {
+func observations(t *testing.T, h *histVec) uint64 {
 	t.Helper()
-	var pb dto.Metric
-	if err := h.WithLabelValues("m", "0").(prometheus.Histogram).Write(&pb); err != nil {
+	n, _, _ := h.with("m", "0").snapshot()
+	return n
+}
+
+// The histograms expose what a prometheus Histogram with the same buckets would,
+// bucket edges ("le", +Inf, NaN) included.
+func TestHistMatchesPrometheus(t *testing.T) {
+	buckets := []float64{0.1, 0.5, 1}
+	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Help: "h", Buckets: buckets})
+	v := newHistVec("x", "h", buckets)
+	h := v.with("m", "0")
+	for _, x := range []float64{0, 0.1, 0.10001, 0.5, 0.7, 1, 2, -3, math.Inf(1)} {
+		ref.Observe(x)
+		h.Observe(x)
+	}
+	var want dto.Metric
+	if err := ref.Write(&want); err != nil {
 		t.Fatal(err)
 	}
-	return pb.GetHistogram().GetSampleCount()
+	n, sum, cum := h.snapshot()
+	if n != want.GetHistogram().GetSampleCount() || sum != want.GetHistogram().GetSampleSum() {
+		t.Errorf("count %d sum %v, prometheus %d %v", n, sum, want.GetHistogram().GetSampleCount(), want.GetHistogram().GetSampleSum())
+	}
+	for _, b := range want.GetHistogram().GetBucket() {
+		if cum[b.GetUpperBound()] != b.GetCumulativeCount() {
+			t.Errorf("le=%v: %d, prometheus %d", b.GetUpperBound(), cum[b.GetUpperBound()], b.GetCumulativeCount())
+		}
+	}
 }
