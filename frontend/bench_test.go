@@ -167,7 +167,9 @@ func BenchmarkOutputPath8(b *testing.B) {
 				for j := range 4 {
 					o.Outputs = append(o.Outputs, wire.EngineCoreOutput{RequestID: "bench-request-000" + string(rune('0'+j)), NewTokenIDs: []int64{4242}, FinishReason: wire.FinishNone})
 				}
-				bodies[r], _, _ = wire.AppendOutputs(nil, &o)
+				// In the layout the raw engines registered with: outputs in another
+				// would take the engine down as misplaced, and the count would never come.
+				bodies[r], _, _ = wire.BuiltinLayout("v0.21").AppendOutputs(nil, &o)
 			}
 			b.SetBytes(int64(len(bodies[0])))
 			b.ReportAllocs()
