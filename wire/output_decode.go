@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/binary"
+
 // Decoding EngineCoreOutputs, the hot receive path: a busy engine sends one message
 // per step holding one entry per running request. The decoder keeps its scratch
 // between calls and allocates per message, not per entry: every entry's token ids
@@ -279,11 +281,21 @@ func (r *reader) appendInts(buf []int64) ([]int64, error) {
 	}
 	buf = growInts(buf, n)
 	for range n {
-		// Token ids are almost always positive fixints or uint16/uint32: inline those.
-		if r.off < len(r.b) {
-			if c := r.b[r.off]; c <= 0x7f {
+		// Token ids are almost always positive fixints, uint16 or uint32: those are
+		// read inline, the rest (and every error) through int.
+		if b := r.b[r.off:]; len(b) > 0 {
+			switch c := b[0]; {
+			case c <= 0x7f:
 				r.off++
 				buf = append(buf, int64(c))
+				continue
+			case c == 0xcd && len(b) >= 3:
+				r.off += 3
+				buf = append(buf, int64(binary.BigEndian.Uint16(b[1:])))
+				continue
+			case c == 0xce && len(b) >= 5:
+				r.off += 5
+				buf = append(buf, int64(binary.BigEndian.Uint32(b[1:])))
 				continue
 			}
 		}

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"encoding/binary"
-	"strconv"
-)
+import "strconv"
 
 // Tensors and ndarrays travel as [dtype, shape, data] (vllm/v1/serial_utils.py):
 // data is ext 3 (raw bytes) inline when the buffer is smaller than the zero-copy
@@ -95,38 +92,11 @@ func (r *reader) optTensor(frames [][]byte) (*Tensor, error) {
 
 // ints reads [int] into buf[:0] (allocating only when buf is too small).
 func (r *reader) ints(buf []int64) ([]int64, error) {
-	n, err := r.arrayHeader()
+	v, err := r.appendInts(buf[:0])
 	if err != nil {
 		return nil, err
 	}
-	if cap(buf) < n {
-		buf = make([]int64, n)
-	}
-	buf = buf[:n]
-	for i := range buf {
-		// Token ids: positive fixints, uint16 and uint32 read inline, the rest
-		// (and every error) through int.
-		if b := r.b[r.off:]; len(b) > 0 {
-			switch c := b[0]; {
-			case c <= 0x7f:
-				buf[i] = int64(c)
-				r.off++
-				continue
-			case c == 0xcd && len(b) >= 3:
-				buf[i] = int64(binary.BigEndian.Uint16(b[1:]))
-				r.off += 3
-				continue
-			case c == 0xce && len(b) >= 5:
-				buf[i] = int64(binary.BigEndian.Uint32(b[1:]))
-				r.off += 5
-				continue
-			}
-		}
-		if buf[i], err = r.int(); err != nil {
-			return nil, err
-		}
-	}
-	return buf, nil
+	return v, nil
 }
 
 // optInts reads [int] | nil (nil slice for nil, non-nil empty slice for []).
