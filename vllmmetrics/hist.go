@@ -23,7 +23,13 @@ type histVec struct {
 
 	mu     sync.Mutex
 	series map[[2]string]*hist // by model_name, engine
-	order  [][2]string         // creation order, for a stable scrape
+	order  []labelled          // the same, in creation order, for a stable scrape
+}
+
+// labelled is one series with its label values.
+type labelled struct {
+	labels [2]string
+	h      *hist
 }
 
 // hist is one series of a histVec.
@@ -56,7 +62,7 @@ func (v *histVec) with(model, engine string) *hist {
 	if h == nil {
 		h = &hist{upper: v.upper, counts: make([]atomic.Uint64, len(v.upper)+1)}
 		v.series[k] = h
-		v.order = append(v.order, k)
+		v.order = append(v.order, labelled{k, h})
 	}
 	return h
 }
@@ -92,15 +98,12 @@ func (v *histVec) Describe(ch chan<- *prometheus.Desc) {
 
 func (v *histVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
-	keys := append([][2]string(nil), v.order...)
+	all := append([]labelled(nil), v.order...)
 	v.mu.Unlock()
-	for _, k := range keys {
-		v.mu.Lock()
-		h := v.series[k]
-		v.mu.Unlock()
-		count, sum, buckets := h.snapshot()
+	for _, s := range all {
+		count, sum, buckets := s.h.snapshot()
 		for _, d := range v.descs {
-			ch <- prometheus.MustNewConstHistogram(d, count, sum, buckets, k[0], k[1])
+			ch <- prometheus.MustNewConstHistogram(d, count, sum, buckets, s.labels[0], s.labels[1])
 		}
 	}
 }
