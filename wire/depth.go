@@ -34,28 +34,20 @@ func CheckMsgpackDepth(b []byte, limit int) error {
 	var stack [MaxMsgpackDepth + 1]int // values left per open level
 	depth := 0
 	for off := 0; off < len(b); {
+		n, container := 0, false
 		if w := scalarLen[b[off]]; w != 0 {
 			// A scalar of a fixed or one-byte-prefixed size (a token id, a float, a
-			// short key): most of an ADD's values. Judged as below, without the
-			// general header read, which was most of this walk's cost.
+			// short key): most of an ADD's values, measured without the general
+			// header read, which was most of this walk's cost.
 			off += int(w)
-			if off > len(b) {
-				return ErrMsgpackTruncated
+		} else {
+			var size, next int
+			var err error
+			if n, size, container, next, err = MsgpackValueHeader(b, off); err != nil {
+				return err
 			}
-			if depth > 0 {
-				stack[depth]--
-				for depth > 0 && stack[depth] == 0 {
-					depth--
-				}
-			}
-			continue
+			off = next + size
 		}
-		n, size, container, next, err := MsgpackValueHeader(b, off)
-		if err != nil {
-			return err
-		}
-		off = next
-		off += size
 		if off > len(b) {
 			return ErrMsgpackTruncated
 		}
