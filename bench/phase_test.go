@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,5 +85,45 @@ func TestClosedLoopSmoke(t *testing.T) {
 	}
 	if p.Requests != 50 {
 		t.Errorf("measured %d requests, want exactly 50", p.Requests)
+	}
+}
+
+// --relay-vs-relay measures the relay twice: the second relay stands in for
+// switchyard under its own name, and the ratio is computed as usual.
+func TestRelayVsRelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := smokeConfig("ipc")
+	cfg.RelayVsRelay = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runOnce(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Baseline == nil || r.Switchyard == nil || r.Baseline.Name != "relay" || r.Switchyard.Name != "relay-2" {
+		t.Fatalf("phases %+v and %+v, want relay and relay-2", r.Baseline, r.Switchyard)
+	}
+	if r.Switchyard.Requests == 0 || r.Switchyard.Failed != 0 || r.OverheadRatio == nil {
+		t.Fatalf("relay-2: requests %d failed %d ratio %v", r.Switchyard.Requests, r.Switchyard.Failed, r.OverheadRatio)
+	}
+	var out strings.Builder
+	if err := PrintTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "A/A calibration") || !strings.Contains(out.String(), "relay-2 p50") {
+		t.Errorf("table does not say it is an A/A run:\n%s", out.String())
+	}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.RelayWork = time.Microsecond },
+		func(c *Config) { c.Baseline = false },
+		func(c *Config) { c.HTTP = true },
+	} {
+		c := cfg
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", c)
+		}
 	}
 }

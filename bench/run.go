@@ -110,7 +110,11 @@ func runOnce(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			base = p
 			runtime.GC() // the next phase starts from a clean heap, not the relay's garbage
 		}
-		sw, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) { return startSystem(ctx, c) })
+		measured := startSystem
+		if c.RelayVsRelay {
+			measured = func(ctx context.Context, c Config) (system, error) { return startNamedRelay(ctx, c, "relay-2") }
+		}
+		sw, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) { return measured(ctx, c) })
 		if err != nil {
 			return nil, fmt.Errorf("switchyard: %w", err)
 		}

@@ -46,12 +46,17 @@ func (e *endpoints) cleanup() {
 
 // relaySystem is the baseline phase.
 type relaySystem struct {
-	lay *wire.Layout
-	r   *Relay
-	ep  *endpoints
+	label string // the phase's name: "relay", or "relay-2" for an A/A run's second
+	lay   *wire.Layout
+	r     *Relay
+	ep    *endpoints
 }
 
 func startRelaySystem(ctx context.Context, cfg Config) (system, error) {
+	return startNamedRelay(ctx, cfg, "relay")
+}
+
+func startNamedRelay(ctx context.Context, cfg Config, label string) (system, error) {
 	ep, err := newEndpoints(cfg.Transport)
 	if err != nil {
 		return nil, err
@@ -67,10 +72,10 @@ func startRelaySystem(ctx context.Context, cfg Config) (system, error) {
 		return nil, err
 	}
 	r.Work = cfg.RelayWork
-	return &relaySystem{lay: cfg.layout(), r: r, ep: ep}, nil
+	return &relaySystem{label: label, lay: cfg.layout(), r: r, ep: ep}, nil
 }
 
-func (s *relaySystem) name() string      { return "relay" }
+func (s *relaySystem) name() string      { return s.label }
 func (s *relaySystem) handshake() string { return s.r.HandshakeAddr() }
 func (s *relaySystem) pid() int          { return 0 }
 func (s *relaySystem) ready(ctx context.Context, n int) error {

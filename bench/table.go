@@ -30,6 +30,9 @@ func PrintTable(w io.Writer, r *Report) error {
 	if c.RelayWork > 0 {
 		where += fmt.Sprintf("; relay busy %s per message (calibration: latency targets not judged)", c.RelayWork)
 	}
+	if c.RelayVsRelay {
+		where += "; A/A calibration: a second relay (relay-2) stands in for switchyard, so the ratios are this machine's noise"
+	}
 	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n",
 		where, load, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Seed)
 	if r.Runs > 1 {
@@ -126,8 +129,12 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 		return err
 	}
 	if r.OverheadRatio != nil {
-		fmt.Fprintf(w, "\noverhead ratio (switchyard / relay baseline, dispatch+return): p50 %.2fx  p99 %.2fx\n",
-			r.OverheadRatio.P50, r.OverheadRatio.P99)
+		measured := "switchyard"
+		if r.Switchyard != nil {
+			measured = r.Switchyard.Name
+		}
+		fmt.Fprintf(w, "\noverhead ratio (%s / relay baseline, dispatch+return): p50 %.2fx  p99 %.2fx\n",
+			measured, r.OverheadRatio.P50, r.OverheadRatio.P99)
 	}
 	if len(r.Sweep) > 0 {
 		fmt.Fprintln(w, "\nsweep (offered req/s -> achieved, dispatch+return p50/p99 µs):")
