@@ -72,12 +72,13 @@ type Config struct {
 	// calibration, not a baseline: how much latency a given CPU cost per message
 	// adds on this machine. Latency targets are not judged when it is set.
 	RelayWork time.Duration `json:"relay_work_ns,omitempty"`
-	// RelayVsRelay measures a second relay in the switchyard phase's place (an A/A
-	// run). It is a calibration of the ratio itself: identical systems measured one
-	// after the other, so the spread of their ratio over runs is the noise any
-	// frontend's ratio carries on this machine, and the targets' verdicts say how
-	// often a frontend costing nothing would meet them.
-	RelayVsRelay bool `json:"relay_vs_relay,omitempty"`
+	// BaselineVsBaseline measures the baseline a second time in the switchyard
+	// phase's place (an A/A run): a second relay, or with HTTP a second floor. It is a
+	// calibration of the ratio itself: identical systems measured one after the
+	// other, so the spread of their ratio over runs is the noise any frontend's ratio
+	// carries on this machine, and the targets' verdicts say how often a frontend
+	// costing nothing would meet them.
+	BaselineVsBaseline bool `json:"baseline_vs_baseline,omitempty"`
 
 	// Inflight, when > 0, runs the memory scenario instead of the latency one: it holds
 	// this many requests in flight at once and reports the frontend heap per request.
@@ -192,14 +193,14 @@ func (c *Config) Validate() error {
 	if c.Repeat < 0 {
 		return bad("repeat", "must not be negative")
 	}
-	if c.RelayVsRelay {
+	if c.BaselineVsBaseline {
 		switch {
-		case c.Mode != ModeEmbedded || !c.Baseline:
-			return bad("relay_vs_relay", "needs the embedded mode with its relay baseline")
+		case c.Mode != ModeEmbedded || (!c.Baseline && !c.HTTP):
+			return bad("baseline_vs_baseline", "needs the embedded mode with its baseline")
 		case c.RelayWork > 0:
-			return bad("relay_vs_relay", "and relay_work are two different calibrations: pick one")
-		case c.HTTP || c.Inflight > 0:
-			return bad("relay_vs_relay", "applies to the dispatch-latency run only")
+			return bad("baseline_vs_baseline", "and relay_work are two different calibrations: pick one")
+		case c.Inflight > 0:
+			return bad("baseline_vs_baseline", "does not apply to the memory scenario")
 		}
 	}
 	return nil

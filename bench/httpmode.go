@@ -54,8 +54,14 @@ func runHTTP(ctx context.Context, cfg Config, opt Options) (*HTTPReport, error) 
 		c := cfg
 		c.HTTPStream = stream
 		var ph [2]*Phase
-		for i, kind := range []string{"floor", "switchyard"} {
-			p, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) { return startHTTPSystem(ctx, c, opt, kind) })
+		kinds, labels := []string{"floor", "switchyard"}, []string{"floor", "switchyard"}
+		if cfg.BaselineVsBaseline { // A/A: the floor again, under its own name
+			kinds[1], labels[1] = "floor", "floor-2"
+		}
+		for i, kind := range kinds {
+			p, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) {
+				return startHTTPSystem(ctx, c, opt, kind, labels[i])
+			})
 			if err != nil {
 				return nil, fmt.Errorf("http %s: %w", kind, err)
 			}
@@ -136,12 +142,13 @@ type HTTPServerInfo struct {
 	Control   string `json:"control"`
 }
 
-func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind string) (system, error) {
+// label names the phase ("floor-2" for an A/A run's second floor).
+func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind, label string) (system, error) {
 	shape := "json"
 	if cfg.HTTPStream {
 		shape = "sse"
 	}
-	s := &httpSystem{kind: kind, phase: kind + " " + shape, cfg: cfg, ctl: &http.Client{}}
+	s := &httpSystem{kind: kind, phase: label + " " + shape, cfg: cfg, ctl: &http.Client{}}
 	if len(opt.ServerCommand) == 0 {
 		side, err := startHTTPSide(ctx, kind, cfg)
 		if err != nil {

@@ -55,3 +55,37 @@ func TestHTTPComparisonSmoke(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// --baseline-vs-baseline with --http measures the floor twice: the second floor
+// stands in for switchyard under its own name, in both answer shapes.
+func TestHTTPBaselineVsBaseline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := smokeConfig("ipc")
+	cfg.HTTP, cfg.BaselineVsBaseline = true, true
+	cfg.Rate, cfg.Concurrency = 0, 4
+	cfg.Requests, cfg.Warmup = 20, 0
+	cfg.OutputTokens, cfg.TokensPerStep = 4, 1
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runHTTP(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for shape, m := range map[string]*HTTPMode{"json": rep.JSON, "sse": rep.SSE} {
+		if m.Floor.Name != "floor "+shape || m.Switchyard.Name != "floor-2 "+shape {
+			t.Errorf("phases %q and %q, want floor and floor-2 %s", m.Floor.Name, m.Switchyard.Name, shape)
+		}
+		if m.Switchyard.Requests < 20 || m.Switchyard.Failed != 0 || m.CPURatio <= 0 || m.OverheadRatio == nil {
+			t.Errorf("%s: floor-2 requests %d failed %d, ratios %+v", shape, m.Switchyard.Requests, m.Switchyard.Failed, m)
+		}
+	}
+	var out strings.Builder
+	if err := PrintTable(&out, &Report{Config: cfg, HTTP: rep}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "HTTP floor (floor-2)") || !strings.Contains(out.String(), "floor-2 / floor") {
+		t.Errorf("table does not say it is an A/A run:\n%s", out.String())
+	}
+}

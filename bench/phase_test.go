@@ -88,13 +88,13 @@ func TestClosedLoopSmoke(t *testing.T) {
 	}
 }
 
-// --relay-vs-relay measures the relay twice: the second relay stands in for
+// --baseline-vs-baseline measures the relay twice: the second relay stands in for
 // switchyard under its own name, and the ratio is computed as usual.
-func TestRelayVsRelay(t *testing.T) {
+func TestBaselineVsBaseline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := smokeConfig("ipc")
-	cfg.RelayVsRelay = true
+	cfg.BaselineVsBaseline = true
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestRelayVsRelay(t *testing.T) {
 	for _, bad := range []func(*Config){
 		func(c *Config) { c.RelayWork = time.Microsecond },
 		func(c *Config) { c.Baseline = false },
-		func(c *Config) { c.HTTP = true },
+		func(c *Config) { c.Inflight = 10 },
 	} {
 		c := cfg
 		bad(&c)

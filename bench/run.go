@@ -111,7 +111,7 @@ func runOnce(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			runtime.GC() // the next phase starts from a clean heap, not the relay's garbage
 		}
 		measured := startSystem
-		if c.RelayVsRelay {
+		if c.BaselineVsBaseline {
 			measured = func(ctx context.Context, c Config) (system, error) { return startNamedRelay(ctx, c, "relay-2") }
 		}
 		sw, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) { return measured(ctx, c) })

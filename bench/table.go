@@ -30,8 +30,12 @@ func PrintTable(w io.Writer, r *Report) error {
 	if c.RelayWork > 0 {
 		where += fmt.Sprintf("; relay busy %s per message (calibration: latency targets not judged)", c.RelayWork)
 	}
-	if c.RelayVsRelay {
-		where += "; A/A calibration: a second relay (relay-2) stands in for switchyard, so the ratios are this machine's noise"
+	if c.BaselineVsBaseline {
+		second := "relay (relay-2)"
+		if c.HTTP {
+			second = "HTTP floor (floor-2)"
+		}
+		where += "; A/A calibration: a second " + second + " stands in for switchyard, so the ratios are this machine's noise"
 	}
 	fmt.Fprintf(w, "%s; %s; prompt %d, output %d tokens, %d/step every %s; seed %d\n",
 		where, load, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Seed)
@@ -129,12 +133,8 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 		return err
 	}
 	if r.OverheadRatio != nil {
-		measured := "switchyard"
-		if r.Switchyard != nil {
-			measured = r.Switchyard.Name
-		}
 		fmt.Fprintf(w, "\noverhead ratio (%s / relay baseline, dispatch+return): p50 %.2fx  p99 %.2fx\n",
-			measured, r.OverheadRatio.P50, r.OverheadRatio.P99)
+			measuredName(r.Switchyard), r.OverheadRatio.P50, r.OverheadRatio.P99)
 	}
 	if len(r.Sweep) > 0 {
 		fmt.Fprintln(w, "\nsweep (offered req/s -> achieved, dispatch+return p50/p99 µs):")
@@ -235,7 +235,7 @@ func printHTTP(w io.Writer, r *Report) error {
 		shape string
 		m     *HTTPMode
 	}{{"JSON", h.JSON}, {"SSE", h.SSE}} {
-		line := fmt.Sprintf("HTTP %-4s switchyard / floor: CPU per request %.2fx, allocs per request %.2fx", m.shape, m.m.CPURatio, m.m.AllocRatio)
+		line := fmt.Sprintf("HTTP %-4s %s / floor: CPU per request %.2fx, allocs per request %.2fx", m.shape, measuredName(m.m.Switchyard), m.m.CPURatio, m.m.AllocRatio)
 		if o := m.m.OverheadRatio; o != nil {
 			line += fmt.Sprintf(", latency overhead p50 %.2fx p99 %.2fx", o.P50, o.P99)
 		}

@@ -1,6 +1,9 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // checkTargets states issue #6's targets that this run's shape can speak to. A target
 // is only checked on its own scenario; other runs report none rather than a
@@ -12,9 +15,9 @@ func checkTargets(r *Report) []Target {
 	if ratio := r.OverheadRatio; ratio != nil && c.Engines == 8 && c.Rate == 5000 && c.RelayWork == 0 {
 		ts = append(ts,
 			Target{Name: "dispatch+return p50 vs relay", Want: "<= 1.3x", Got: ratio.P50, Unit: "x", Met: ratio.P50 <= 1.3,
-				Note: fmt.Sprintf("switchyard %s µs, relay %s µs", fmtFloat(sw.Overhead.P50US), fmtFloat(base.Overhead.P50US))},
+				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), fmtFloat(sw.Overhead.P50US), fmtFloat(base.Overhead.P50US))},
 			Target{Name: "dispatch+return p99 vs relay", Want: "<= 2x", Got: ratio.P99, Unit: "x", Met: ratio.P99 <= 2,
-				Note: fmt.Sprintf("switchyard %s µs, relay %s µs", fmtFloat(sw.Overhead.P99US), fmtFloat(base.Overhead.P99US))},
+				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), fmtFloat(sw.Overhead.P99US), fmtFloat(base.Overhead.P99US))},
 		)
 	}
 	if sw != nil && c.Engines == 8 && c.Rate == 0 && c.Concurrency >= 8*256 && c.TokensPerStep == 1 {
@@ -73,15 +76,24 @@ func httpTargets(h *HTTPReport) []Target {
 		sw, fl := m.m.Switchyard, m.m.Floor
 		ts = append(ts, Target{Name: "HTTP " + m.shape + " CPU per request vs floor", Want: "<= 1.5x", Got: m.m.CPURatio, Unit: "x",
 			Met: m.m.CPURatio > 0 && m.m.CPURatio <= 1.5,
-			Note: fmt.Sprintf("switchyard %s µs, floor %s µs (%s); allocs/request %s vs %s", fmtFloat(sw.CPUSecondsPer1kRequests*1000),
+			Note: fmt.Sprintf("%s %s µs, floor %s µs (%s); allocs/request %s vs %s", measuredName(sw), fmtFloat(sw.CPUSecondsPer1kRequests*1000),
 				fmtFloat(fl.CPUSecondsPer1kRequests*1000), where, fmtFloat(sw.AllocsPerRequest), fmtFloat(fl.AllocsPerRequest))})
 		if r := m.m.OverheadRatio; r != nil {
 			ts = append(ts,
 				Target{Name: "HTTP " + m.shape + " latency overhead p50 vs floor", Want: "<= 1.3x", Got: r.P50, Unit: "x", Met: r.P50 <= 1.3,
-					Note: fmt.Sprintf("switchyard %s µs, floor %s µs", fmtFloat(sw.Overhead.P50US), fmtFloat(fl.Overhead.P50US))},
+					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), fmtFloat(sw.Overhead.P50US), fmtFloat(fl.Overhead.P50US))},
 				Target{Name: "HTTP " + m.shape + " latency overhead p99 vs floor", Want: "<= 2x", Got: r.P99, Unit: "x", Met: r.P99 <= 2,
-					Note: fmt.Sprintf("switchyard %s µs, floor %s µs", fmtFloat(sw.Overhead.P99US), fmtFloat(fl.Overhead.P99US))})
+					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), fmtFloat(sw.Overhead.P99US), fmtFloat(fl.Overhead.P99US))})
 		}
 	}
 	return ts
+}
+
+// measuredName is the measured phase's system: "switchyard", or the second baseline
+// of an A/A run ("relay-2", "floor-2"), without the HTTP answer shape.
+func measuredName(p *Phase) string {
+	if p == nil || p.Name == "" {
+		return "switchyard"
+	}
+	return strings.Fields(p.Name)[0]
 }

@@ -55,7 +55,7 @@ func benchCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: def.Seed, Category: "load", Usage: "seed of the arrival schedule"},
 			&cli.BoolFlag{Name: "no-baseline", Category: "load", Usage: "skip the relay baseline (no overhead ratio)"},
 			&cli.DurationFlag{Name: "relay-work", Category: "load", Usage: "calibration: the relay spends this much CPU on every message it forwards, each way, to show what a given CPU cost per message does to latency on this machine (latency targets are then not judged)"},
-			&cli.BoolFlag{Name: "relay-vs-relay", Category: "load", Usage: "calibration (A/A): a second relay stands in for switchyard, so the ratio and the targets' verdicts show what this machine's noise alone does to them"},
+			&cli.BoolFlag{Name: "baseline-vs-baseline", Category: "load", Usage: "calibration (A/A): the baseline (the relay, or with --http the HTTP floor) is measured again in switchyard's place, so the ratio and the targets' verdicts show what this machine's noise alone does to them"},
 			&cli.IntFlag{Name: "inflight", Category: "load", Usage: "memory scenario: hold this many requests in flight and report frontend bytes per request"},
 
 			&cli.StringFlag{Name: "target", Category: "target", Usage: "a running frontend: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)"},
@@ -103,7 +103,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	cfg.Seed = cmd.Uint64("seed")
 	cfg.Baseline = !cmd.Bool("no-baseline")
 	cfg.RelayWork = cmd.Duration("relay-work")
-	cfg.RelayVsRelay = cmd.Bool("relay-vs-relay")
+	cfg.BaselineVsBaseline = cmd.Bool("baseline-vs-baseline")
 	cfg.Inflight = cmd.Int("inflight")
 	cfg.Profile = cmd.String("cpuprofile")
 	cfg.Trace = cmd.String("trace")
