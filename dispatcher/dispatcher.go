@@ -112,6 +112,11 @@ func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*
 		notify:   make(chan struct{}, 1),
 		bufLimit: int32(min(d.cfg.StreamBuffer, math.MaxInt32)),
 	}
+	// The token log grows a step (often one token) at a time: sized for the answer
+	// up front, it is one allocation rather than one per doubling (1, 2, 4, ...).
+	if req.Sampling != nil && req.Sampling.MaxTokens.Valid && req.Sampling.MaxTokens.Value > 0 {
+		r.tokens = make([]int64, 0, min(req.Sampling.MaxTokens.Value, tokenLogHint))
+	}
 	if err := d.submit(req, r, ctx); err != nil {
 		return nil, err
 	}
@@ -121,6 +126,10 @@ func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*
 	runtime.AddCleanup(s, func(r *request) { r.d.abortOne(r, ErrStreamDropped, outcomeCancelled, true) }, r)
 	return s, nil
 }
+
+// tokenLogHint caps the token log a stream starts with (512 bytes): a long answer
+// grows it by doubling from there, and a queued request holds no more than that.
+const tokenLogHint = 64
 
 // SubmitFunc is Submit for servers that fan outputs into their own per-client batches.
 // deliver is called for each output from the engine's receive goroutine (out is

@@ -19,7 +19,6 @@ import (
 	"io"
 	"reflect"
 	"sync"
-	"unicode/utf8"
 )
 
 const (
@@ -56,6 +55,14 @@ type jsonReader struct {
 	r   *bufio.Reader
 	off int64
 	buf []byte // capture target of value(); nil when skipping
+	// scratch and key are reused across a body's fields (capture) and member
+	// names (object), so neither allocates per field.
+	scratch, key []byte
+	num          []byte // a skipped or captured number's text (value)
+	// The first buffers of scratch, key and num, in the reader's own allocation.
+	scratchArr [64]byte
+	keyArr     [32]byte
+	numArr     [32]byte
 	// maxTokens bounds one prompt's ids.
 	maxTokens int
 }
@@ -97,6 +104,24 @@ func (p *jsonReader) ws() (byte, error) {
 	}
 }
 
+// trailing skips whitespace to the end of the body and reports whether anything
+// else follows. The end of the body is the normal case here, so it is not turned
+// into the syntax error ws would build for it.
+func (p *jsonReader) trailing() (bool, error) {
+	for {
+		c, err := p.r.ReadByte()
+		switch {
+		case err == io.EOF:
+			return false, nil
+		case err != nil:
+			return false, err
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			return true, nil
+		}
+		p.off++
+	}
+}
+
 // peekWS skips whitespace and returns the next byte without consuming it.
 func (p *jsonReader) peekWS() (byte, error) {
 	for {
@@ -118,9 +143,9 @@ func (p *jsonReader) peekWS() (byte, error) {
 }
 
 // str reads the rest of a string whose opening quote was consumed, validating
-// escapes and control characters. With keep, it returns the raw bytes between the
-// quotes, up to limit of them (longer: truncated, over=true).
-func (p *jsonReader) str(keep bool, limit int) (raw []byte, over bool, err error) {
+// escapes and control characters. With keep, it appends the raw bytes between the
+// quotes to raw, up to limit of them (longer: truncated, over=true), and returns it.
+func (p *jsonReader) str(raw []byte, keep bool, limit int) (_ []byte, over bool, err error) {
 	for {
 		c, err := p.next()
 		if err != nil {
@@ -264,10 +289,16 @@ func (p *jsonReader) value(depth int) error {
 	}
 	switch {
 	case c == '"':
-		_, _, err := p.str(false, 0)
+		_, _, err := p.str(nil, false, 0)
 		return err
 	case c == '-' || c >= '0' && c <= '9':
-		_, _, err := p.number(c, nil)
+		if p.num == nil {
+			p.num = p.numArr[:0]
+		}
+		text, _, err := p.number(c, p.num[:0])
+		if cap(text) <= maxKeptScratch {
+			p.num = text[:0]
+		}
 		return err
 	case c == 't' || c == 'f' || c == 'n':
 		return p.literal(c)
@@ -314,11 +345,15 @@ func (p *jsonReader) object(depth int, member func(key string) error) error {
 			return p.syntax("expected a field name")
 		}
 		// In capture mode next() also appends the key's bytes to p.buf.
-		raw, over, err := p.str(true, maxKeyBytes)
+		if p.key == nil {
+			p.key = p.keyArr[:0]
+		}
+		raw, over, err := p.str(p.key[:0], true, maxKeyBytes)
 		if err != nil {
 			return err
 		}
-		key := string(raw)
+		p.key = raw
+		key := memberName(raw)
 		if over {
 			key = "" // no field we know is that long
 		} else if bytes.IndexByte(raw, '\\') >= 0 {
@@ -351,14 +386,31 @@ func (p *jsonReader) object(depth int, member func(key string) error) error {
 	}
 }
 
-// capture reads one value and returns its raw JSON.
+// capture reads one value and returns its raw JSON, valid until the next capture:
+// the fields of a body are captured one after the other into one scratch buffer.
 func (p *jsonReader) capture() ([]byte, error) {
-	p.buf = make([]byte, 0, 32)
+	// The whitespace before the value is not part of it: the scalar fast paths
+	// (and "null" checks) see the value itself, as `"max_tokens": 16` from
+	// Python's json.dumps writes it.
+	if _, err := p.peekWS(); err != nil {
+		return nil, err
+	}
+	if p.scratch == nil {
+		p.scratch = p.scratchArr[:0]
+	}
+	p.buf = p.scratch[:0] // non-nil: next() appends while capturing
 	err := p.value(1)
 	raw := p.buf
 	p.buf = nil
+	if cap(raw) <= maxKeptScratch {
+		p.scratch = raw[:0]
+	}
 	return raw, err
 }
+
+// maxKeptScratch: a captured field larger than this (a long stop_token_ids) is not
+// kept as the scratch buffer for the body's next fields.
+const maxKeptScratch = 4 << 10
 
 // readCompletion decodes one completions body from r: exactly one JSON object,
 // fields matched by their exact names (a repeated name: the last wins, as in
@@ -423,10 +475,10 @@ func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *Completio
 	if err != nil {
 		return jsonBodyError(err)
 	}
-	if _, err := p.ws(); err == nil {
-		return badRequest("", "invalid JSON body: unexpected data after the top-level object")
-	} else if se := (*bodySyntaxError)(nil); !errors.As(err, &se) {
+	if more, err := p.trailing(); err != nil {
 		return jsonBodyError(err) // a read error (timeout, body too large)
+	} else if more {
+		return badRequest("", "invalid JSON body: unexpected data after the top-level object")
 	}
 	return nil
 }
@@ -456,7 +508,8 @@ func decodeField(key string, raw []byte, dst any) error {
 	if rm, ok := dst.(*json.RawMessage); ok {
 		// capture already checked the syntax; a chat's messages are kept raw
 		// for the template's own decoder, and re-validating them costs as much.
-		*rm = raw
+		// A copy: raw is the reader's scratch buffer, reused for the next field.
+		*rm = bytes.Clone(raw)
 		return nil
 	}
 	if scalarField(raw, dst) {
@@ -470,93 +523,6 @@ func decodeField(key string, raw []byte, dst any) error {
 		return badRequest(key, "%s: %v", key, err)
 	}
 	return nil
-}
-
-// scalarField decodes the common scalar fields (model, max_tokens, stream,
-// ignore_eos, request_id, ...) without encoding/json's reflection when raw is plainly
-// of the field's type: true/false, an integer of at most 18 digits, a string without
-// escapes in valid UTF-8, or null for a pointer. It reports false, leaving dst as it
-// was, for anything else, which encoding/json then decodes (or refuses) as before.
-// raw was syntax-checked by capture.
-func scalarField(raw []byte, dst any) bool {
-	switch d := dst.(type) {
-	case *bool:
-		switch string(raw) {
-		case "true":
-			*d = true
-		case "false":
-			*d = false
-		default:
-			return false
-		}
-	case *int64:
-		v, ok := plainInt(raw)
-		if !ok {
-			return false
-		}
-		*d = v
-	case **int64:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		v, ok := plainInt(raw)
-		if !ok {
-			return false
-		}
-		*d = &v
-	case *string:
-		v, ok := plainString(raw)
-		if !ok {
-			return false
-		}
-		*d = v
-	case **string:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		v, ok := plainString(raw)
-		if !ok {
-			return false
-		}
-		*d = &v
-	default:
-		return false
-	}
-	return true
-}
-
-func plainInt(raw []byte) (int64, bool) {
-	digits := raw
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 || (len(digits) > 1 && digits[0] == '0') {
-		return 0, false
-	}
-	var v int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if len(digits) < len(raw) {
-		v = -v
-	}
-	return v, true
-}
-
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	in := raw[1 : len(raw)-1]
-	if bytes.IndexByte(in, '\\') >= 0 || !utf8.Valid(in) {
-		return "", false
-	}
-	return string(in), true
 }
 
 // decodeStreamOptions matches stream_options' own field exactly, as vLLM does.

@@ -81,7 +81,7 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 // text reads the rest of a string whose opening quote was consumed, decoded. A
 // text prompt is kept whole (tokenized later), within the body limit.
 func (p *jsonReader) text(where string) (string, error) {
-	raw, _, err := p.str(true, math.MaxInt) // the body's own limit bounds it
+	raw, _, err := p.str(nil, true, math.MaxInt) // the body's own limit bounds it
 	if err != nil {
 		return "", err
 	}
