@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -166,6 +167,9 @@ func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind, label s
 	if cfg.Profile != "" && kind == "switchyard" {
 		args = append(args, "--cpuprofile", cfg.Profile+"."+shape, "--memprofile", cfg.Profile+"."+shape+".allocs")
 	}
+	if cfg.Trace != "" {
+		args = append(args, "--trace", cfg.Trace+"."+label+"-"+shape)
+	}
 	cmd := exec.Command(opt.ServerCommand[0], args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -272,6 +276,9 @@ type HTTPServerConfig struct {
 	Bench      Config // Engines, Transport, VLLMLayout are used
 	CPUProfile string // switchyard's CPU profile over the child's life
 	MemProfile string // and its allocation profile at exit
+	// Trace is a file for a runtime trace of the server's first traceSpan of the
+	// measured window (from the first GET /snap, which opens it).
+	Trace string
 }
 
 // RunHTTPServer is `switchyard bench http-server`: it starts one side of the HTTP
@@ -324,7 +331,23 @@ func RunHTTPServer(ctx context.Context, cfg HTTPServerConfig, out io.Writer) err
 		}
 		w.WriteHeader(http.StatusOK)
 	})
+	var traceMu sync.Mutex // a /snap handler may still run when this returns
+	var stopTrace func()
+	defer func() {
+		traceMu.Lock()
+		defer traceMu.Unlock()
+		if stopTrace != nil {
+			stopTrace()
+		}
+	}()
 	mux.HandleFunc("GET /snap", func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.Trace != "" {
+			traceMu.Lock()
+			if stopTrace == nil {
+				stopTrace = startTraceFile(cfg.Trace, Options{}.withDefaults())
+			}
+			traceMu.Unlock()
+		}
 		p := snapSelf()
 		_ = json.NewEncoder(w).Encode(snapWire{CPUNS: int64(p.cpu), Allocs: p.allocs, Bytes: p.bytes})
 	})

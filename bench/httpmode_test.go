@@ -2,6 +2,10 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,5 +91,39 @@ func TestHTTPBaselineVsBaseline(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "HTTP floor (floor-2)") || !strings.Contains(out.String(), "floor-2 / floor") {
 		t.Errorf("table does not say it is an A/A run:\n%s", out.String())
+	}
+}
+
+// The child server of --http traces its measured window when asked: the trace
+// starts at the first GET /snap (which opens the window) and is complete when the
+// server stops.
+func TestHTTPServerTrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "tr.floor-json")
+	cfg := smokeConfig("ipc")
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	sctx, stop := context.WithCancel(ctx)
+	go func() { done <- RunHTTPServer(sctx, HTTPServerConfig{System: "floor", Bench: cfg, Trace: path}, pw) }()
+	var info HTTPServerInfo
+	if err := json.NewDecoder(pr).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a trace before the window opened: %v", err)
+	}
+	resp, err := http.Get("http://" + info.Control + "/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		t.Fatalf("trace file: %v, %v", st, err)
 	}
 }

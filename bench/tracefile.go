@@ -18,7 +18,12 @@ func startTrace(file, system string, opt Options) (stop func()) {
 	if file == "" {
 		return func() {}
 	}
-	f, err := os.Create(file + "." + system)
+	return startTraceFile(file+"."+system, opt)
+}
+
+// startTraceFile is startTrace into the file at path.
+func startTraceFile(path string, opt Options) (stop func()) {
+	f, err := os.Create(path)
 	if err != nil {
 		opt.Logger.Warn("bench: trace", "err", err)
 		return func() {}
