@@ -168,7 +168,7 @@ func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind, label s
 		args = append(args, "--cpuprofile", cfg.Profile+"."+shape, "--memprofile", cfg.Profile+"."+shape+".allocs")
 	}
 	if cfg.Trace != "" {
-		args = append(args, "--trace", cfg.Trace+"."+label+"-"+shape)
+		args = append(args, "--trace", cfg.Trace+".server."+label+"-"+shape)
 	}
 	cmd := exec.Command(opt.ServerCommand[0], args...)
 	cmd.Stderr = os.Stderr

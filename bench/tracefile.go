@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"runtime/trace"
+	"strings"
 	"time"
 )
 
@@ -18,7 +19,7 @@ func startTrace(file, system string, opt Options) (stop func()) {
 	if file == "" {
 		return func() {}
 	}
-	return startTraceFile(file+"."+system, opt)
+	return startTraceFile(file+"."+strings.ReplaceAll(system, " ", "-"), opt)
 }
 
 // startTraceFile is startTrace into the file at path.

@@ -62,7 +62,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "engines-to", Category: "target", Usage: "with --target: connect the bench's engines to this handshake address (a serve started with --handshake-address)"},
 			&cli.IntFlag{Name: "target-pid", Category: "target", Usage: "with --target: the frontend's pid, whose CPU and RSS are reported"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the switchyard phase (go tool pprof) to FILE and the allocation profile to FILE.allocs"},
-			&cli.StringFlag{Name: "trace", Usage: "write a runtime trace of the first 2 s of each phase to FILE.relay and FILE.switchyard (with --http, of each server's measured window: FILE.floor-json, FILE.switchyard-json, ...) (go tool trace; -pprof=sched shows where requests waited for a CPU)"},
+			&cli.StringFlag{Name: "trace", Usage: "write a runtime trace of the first 2 s of each phase to FILE.relay and FILE.switchyard (with --http: the bench process as FILE.floor-json, FILE.switchyard-json, ..., and each server's measured window as FILE.server.floor-json, ...) (go tool trace; -pprof=sched shows where requests waited for a CPU)"},
 			&cli.BoolFlag{Name: "http", Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
 				"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
