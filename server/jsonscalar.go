@@ -70,27 +70,15 @@ func scalarField(raw []byte, dst any) bool {
 			return false
 		}
 	case *int64:
-		v, ok := plainInt(raw)
-		if !ok {
-			return false
-		}
-		*d = v
+		return plain(raw, d, plainInt)
 	case **int64:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		v, ok := plainInt(raw)
-		if !ok {
-			return false
-		}
-		*d = &v
+		return optional(raw, d, plainInt)
+	case **float64:
+		return optional(raw, d, plainFloat)
 	case *string:
-		v, ok := plainString(raw)
-		if !ok {
-			return false
-		}
-		*d = v
+		return plain(raw, d, plainString)
+	case **string:
+		return optional(raw, d, plainString)
 	case *[]int64:
 		if string(raw) == "null" {
 			*d = nil
@@ -101,29 +89,34 @@ func scalarField(raw []byte, dst any) bool {
 			return false
 		}
 		*d = v
-	case **float64:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		v, ok := plainFloat(raw)
-		if !ok {
-			return false
-		}
-		*d = &v
-	case **string:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		v, ok := plainString(raw)
-		if !ok {
-			return false
-		}
-		*d = &v
 	default:
 		return false
 	}
+	return true
+}
+
+// plain decodes a required field with parse (false: not plainly of the type, dst
+// unchanged).
+func plain[T any](raw []byte, dst *T, parse func([]byte) (T, bool)) bool {
+	v, ok := parse(raw)
+	if ok {
+		*dst = v
+	}
+	return ok
+}
+
+// optional decodes an optional field: null is nil, anything else what parse makes
+// of it (false: not plainly of the type, dst unchanged).
+func optional[T any](raw []byte, dst **T, parse func([]byte) (T, bool)) bool {
+	if string(raw) == "null" {
+		*dst = nil
+		return true
+	}
+	v, ok := parse(raw)
+	if !ok {
+		return false
+	}
+	*dst = &v
 	return true
 }
 
