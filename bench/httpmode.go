@@ -55,13 +55,13 @@ func runHTTP(ctx context.Context, cfg Config, opt Options) (*HTTPReport, error) 
 		c := cfg
 		c.HTTPStream = stream
 		var ph [2]*Phase
-		kinds, labels := []string{"floor", "switchyard"}, []string{"floor", "switchyard"}
-		if cfg.BaselineVsBaseline { // A/A: the floor again, under its own name
-			kinds[1], labels[1] = "floor", "floor-2"
-		}
-		for i, kind := range kinds {
+		for i, kind := range []string{"floor", "switchyard"} {
+			label := kind
+			if i == 1 && cfg.BaselineVsBaseline { // A/A: the floor again, under its own name
+				kind, label = "floor", "floor-2"
+			}
 			p, err := runPhase(ctx, c, opt, func(ctx context.Context) (system, error) {
-				return startHTTPSystem(ctx, c, opt, kind, labels[i])
+				return startHTTPSystem(ctx, c, opt, kind, label)
 			})
 			if err != nil {
 				return nil, fmt.Errorf("http %s: %w", kind, err)

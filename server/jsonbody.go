@@ -56,7 +56,8 @@ type jsonReader struct {
 	off int64
 	buf []byte // capture target of value(); nil when skipping
 	// scratch and key are reused across a body's fields (capture) and member
-	// names (object), so neither allocates per field.
+	// names (object), so neither allocates per field. Never nil (readObject
+	// starts them on the arrays below): capture relies on p.buf != nil.
 	scratch, key []byte
 	num          []byte // a skipped or captured number's text (value)
 	// The first buffers of scratch, key and num, in the reader's own allocation.
@@ -292,9 +293,6 @@ func (p *jsonReader) value(depth int) error {
 		_, _, err := p.str(nil, false, 0)
 		return err
 	case c == '-' || c >= '0' && c <= '9':
-		if p.num == nil {
-			p.num = p.numArr[:0]
-		}
 		text, _, err := p.number(c, p.num[:0])
 		if cap(text) <= maxKeptScratch {
 			p.num = text[:0]
@@ -345,9 +343,6 @@ func (p *jsonReader) object(depth int, member func(key string) error) error {
 			return p.syntax("expected a field name")
 		}
 		// In capture mode next() also appends the key's bytes to p.buf.
-		if p.key == nil {
-			p.key = p.keyArr[:0]
-		}
 		raw, over, err := p.str(p.key[:0], true, maxKeyBytes)
 		if err != nil {
 			return err
@@ -395,9 +390,6 @@ func (p *jsonReader) capture() ([]byte, error) {
 	if _, err := p.peekWS(); err != nil {
 		return nil, err
 	}
-	if p.scratch == nil {
-		p.scratch = p.scratchArr[:0]
-	}
 	p.buf = p.scratch[:0] // non-nil: next() appends while capturing
 	err := p.value(1)
 	raw := p.buf
@@ -444,6 +436,7 @@ func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *Completio
 		readerPool.Put(br)
 	}()
 	p := &jsonReader{r: br, maxTokens: maxTokens}
+	p.scratch, p.key, p.num = p.scratchArr[:0], p.keyArr[:0], p.numArr[:0]
 	c, err := p.ws()
 	if err != nil {
 		var se *bodySyntaxError
