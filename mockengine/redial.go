@@ -1,6 +1,7 @@
 package mockengine
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -17,10 +18,14 @@ const redialInterval = 100 * time.Millisecond
 // as the libzmq DEALER, PUSH and XSUB sockets of a vLLM engine do: with
 // several frontends (Config.Reconnect) one frontend dying or restarting
 // must not kill the engine, whose other frontends keep using it. Sends
-// while the peer is away are dropped (a real PUSH would queue them for the
-// restarted peer, which then aborts what it does not know). onConnect runs
-// on every new connection before it is used (the XSUB's subscription, and
-// the registration when Config.Reregister is set).
+// while the peer is away are queued, up to maxPending, and sent in order on
+// the new connection, as a libzmq PUSH queues them for the restarted peer
+// (which aborts what it does not know); beyond that they are dropped. A send
+// socket notices the loss only when a send fails, and that message is queued
+// too: dropping it lost a restarted frontend's first outputs, and a request
+// whose final output was among them never ended (TestReplayRegistrationAfterRestart
+// in CI). onConnect runs on every new connection before it is used (the XSUB's
+// subscription, and the registration when Config.Reregister is set).
 type redialSocket struct {
 	net       transport.Network
 	kind      transport.Kind
@@ -31,6 +36,7 @@ type redialSocket struct {
 
 	mu      sync.Mutex
 	cur     transport.Socket // nil while redialling
+	pending [][][]byte       // sent while the peer is away, in order (copies)
 	closed  bool
 	redial  bool          // a redial goroutine is running
 	changed chan struct{} // closed and replaced when cur changes
@@ -59,6 +65,11 @@ func dialRedial(ctx context.Context, net transport.Network, kind transport.Kind,
 func (r *redialSocket) lost(s transport.Socket, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lostLocked(s, cause)
+}
+
+// lostLocked is lost with r.mu held.
+func (r *redialSocket) lostLocked(s transport.Socket, cause error) {
 	if r.closed || r.cur != s || r.redial {
 		return
 	}
@@ -87,6 +98,13 @@ func (r *redialSocket) redialLoop() {
 				return
 			}
 			r.cur, r.redial = s, false
+			// Under mu, so a Send meanwhile queues behind them: order kept.
+			for _, m := range r.pending {
+				if err := s.Send(m...); err != nil {
+					break // lost again: the next Send finds out and redials
+				}
+			}
+			r.pending = nil
 			close(r.changed)
 			r.changed = make(chan struct{})
 			r.mu.Unlock()
@@ -106,19 +124,51 @@ func (r *redialSocket) current() (transport.Socket, chan struct{}, bool) {
 	return r.cur, r.changed, r.closed
 }
 
-// Send implements transport.Socket; while the peer is away it drops.
+// maxPending bounds what a socket queues while its peer is away: libzmq's
+// default send high-water mark.
+const maxPending = 1000
+
+// Send implements transport.Socket; while the peer is away it queues.
 func (r *redialSocket) Send(frames ...[]byte) error {
-	s, _, closed := r.current()
-	if closed {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return transport.ErrClosed
 	}
-	if s == nil {
+	s := r.cur
+	if s == nil || len(r.pending) > 0 {
+		r.queueLocked(frames)
+		r.mu.Unlock()
 		return nil
 	}
+	r.mu.Unlock()
 	if err := s.Send(frames...); err != nil {
-		r.lost(s, err)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if cur := r.cur; cur != nil && cur != s {
+			// Reconnected meanwhile (a reader saw the loss first), with nothing
+			// queued: the new connection takes it.
+			if s, err = cur, cur.Send(frames...); err == nil {
+				return nil
+			}
+		}
+		r.queueLocked(frames) // before the redial can flush
+		r.lostLocked(s, err)
 	}
 	return nil
+}
+
+// queueLocked keeps a copy of frames for the next connection, or drops it when
+// maxPending are already waiting. Caller holds r.mu.
+func (r *redialSocket) queueLocked(frames [][]byte) {
+	if r.closed || len(r.pending) >= maxPending {
+		return
+	}
+	m := make([][]byte, len(frames))
+	for i, f := range frames {
+		m[i] = bytes.Clone(f)
+	}
+	r.pending = append(r.pending, m)
 }
 
 // Recv implements transport.Socket; it waits through reconnections.
