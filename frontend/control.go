@@ -29,6 +29,7 @@ type event struct {
 	e       *engine             // registration: the generation whose socket it came in on (nil = shared); probe reply: the engine
 	utility *wire.UtilityOutput // evProbeReply
 	replay  bool                // evRegistration from a RegistrationStore, not the engine
+	remote  string              // evHandshake: the handshake connection's remote address
 }
 
 // run is the control loop: the only goroutine that advances handshakes, creates
@@ -148,7 +149,11 @@ func (f *Frontend) handshakeLoop() {
 			f.churn.log(f.log, f.now(), id.Rank(), slog.LevelWarn, "frontend: undecodable handshake message", "rank", id.Rank(), "err", err)
 			continue
 		}
-		f.postHandshake(event{kind: evHandshake, id: id, status: st})
+		ev := event{kind: evHandshake, id: id, status: st}
+		if pa, ok := f.hsSock.(transport.PeerAddrer); ok && st.Status == "HELLO" {
+			ev.remote = pa.PeerAddr(frames[0])
+		}
+		f.postHandshake(ev)
 	}
 }
 
@@ -186,6 +191,7 @@ func (f *Frontend) onHandshake(ev event) {
 			return
 		}
 		e.hs.helloConn = f.hsConn[rank]
+		e.setRemoteHost(ev.remote)
 		init := wire.HandshakeInit{Addresses: wire.EngineZmqAddresses{
 			Inputs:            []string{e.in.Addr()},
 			Outputs:           []string{e.out.Addr()},

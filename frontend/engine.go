@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -373,4 +374,18 @@ func (f *Frontend) markDown(e *engine, state EngineState, cause error) bool {
 	}
 	f.notify()
 	return true
+}
+
+// setRemoteHost records the host the engine's HELLO came from (control loop). An ipc
+// or unparsable address leaves it empty.
+func (e *engine) setRemoteHost(addr string) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	e.deliverMu.Lock()
+	defer e.deliverMu.Unlock()
+	info := *e.info.Load()
+	info.RemoteHost = host
+	e.info.Store(&info)
 }

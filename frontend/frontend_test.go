@@ -27,6 +27,10 @@ func TestHandshakeRegistrationRouting(t *testing.T) {
 			if !info.Ready.DataParallelRank.Valid || info.Ready.DataParallelRank.Value != int64(i) || info.Ready.MaxModelLen.Value != 8192 {
 				t.Fatalf("engine %d registration: %+v", i, info.Ready)
 			}
+			// The HELLO came over the loopback: where a wildcard KV-event endpoint is reached.
+			if info.RemoteHost != "127.0.0.1" {
+				t.Fatalf("engine %d remote host %q", i, info.RemoteHost)
+			}
 		}
 		const perRank = 4
 		for rank := range 3 {

@@ -49,6 +49,10 @@ type EngineInfo struct {
 	LastOutput  time.Time // last output message seen (set when Engines() is called)
 	Cause       string    // why the engine is Dead/Stuck
 	Generation  int       // incremented on every rejoin
+	// RemoteHost is the host the engine's HELLO came from ("" for ipc, a
+	// bootstrapped engine, or before its HELLO): where an engine that publishes
+	// KV events on a wildcard address is reached.
+	RemoteHost string
 }
 
 // handshake is the per-engine handshake state machine: NEW -(HELLO)-> CONNECTED,

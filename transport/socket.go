@@ -456,3 +456,15 @@ func (s *socket) Close() error {
 }
 
 func (s *socket) Addr() string { return s.addr }
+
+// PeerAddr returns the remote address of the ROUTER peer with identity id ("" when
+// none is connected). The frontend keeps the host an engine's handshake came from:
+// an engine that publishes KV events on a wildcard address is reached there.
+func (s *socket) PeerAddr(id []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.byID[string(id)]; p != nil && p.c != nil {
+		return p.c.nc.RemoteAddr().String()
+	}
+	return ""
+}

@@ -87,6 +87,13 @@ type Socket interface {
 	Addr() string
 }
 
+// PeerAddrer is implemented by ROUTER sockets that can tell a connected peer's remote
+// network address ("host:port" for tcp, the socket path or "@" for ipc), "" when no
+// peer of that identity is connected.
+type PeerAddrer interface {
+	PeerAddr(identity []byte) string
+}
+
 // BatchSender is implemented by sockets that can write several queued messages with
 // one system call. Callers use the package function SendBatch, which falls back to
 // one Send per message for sockets that cannot.
