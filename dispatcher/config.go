@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/switchyard-llm/switchyard/vllmmetrics"
+	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Sender hands frames to an engine. The frontend implements it with one writer
@@ -58,13 +59,32 @@ const (
 	PolicyLeastLoaded = "least-loaded"
 	PolicyPowerOfTwo  = "power-of-two"
 	PolicyRoundRobin  = "round-robin"
+	// PolicyKV and PolicyPrefix choose by the prefix cache each engine holds
+	// (Config.CacheRouter), trading it against load; without a cache hit they
+	// choose as PolicyLeastLoaded does.
+	PolicyKV     = "kv"
+	PolicyPrefix = "prefix"
 )
+
+// CacheRouter chooses an engine by the prefix cache it holds for a request's prompt
+// (the kv and prefix policies). It is asked for every request that pins no rank,
+// from the submitting goroutine, so it must be quick and must not block.
+type CacheRouter interface {
+	// Route returns the index in loads of the engine for req, or -1 to let the
+	// least-loaded policy choose. Only loads[i].Ready entries may be returned;
+	// seq is the dispatcher's per-request counter, for spreading ties.
+	Route(req *wire.EngineCoreRequest, loads []Load, seq uint64) int
+}
 
 // Config configures a Dispatcher. Zero values mean the default where one is noted.
 type Config struct {
 	// Policy chooses the rank of a request that does not pin one: PolicyLeastLoaded
-	// (default), PolicyPowerOfTwo or PolicyRoundRobin. See README.md for the scores.
+	// (default), PolicyPowerOfTwo, PolicyRoundRobin, or PolicyKV / PolicyPrefix,
+	// which need CacheRouter. See README.md for the scores.
 	Policy string
+	// CacheRouter is consulted first, for requests that pin no rank, under the kv
+	// and prefix policies; nil for the others, whose dispatch path it leaves as is.
+	CacheRouter CacheRouter
 	// StreamBuffer is how many unread outputs a Stream may hold before its request is
 	// aborted as a slow consumer. 0 means 256.
 	StreamBuffer int
@@ -130,6 +150,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if _, err := parsePolicy(c.Policy); err != nil {
 		return err
+	}
+	if (c.Policy == PolicyKV || c.Policy == PolicyPrefix) != (c.CacheRouter != nil) {
+		return fmt.Errorf("dispatcher: config: Policy %q and a CacheRouter go together (kv and prefix need one; the others take none)", c.Policy)
 	}
 	if c.StreamBuffer < 0 {
 		return fmt.Errorf("dispatcher: config: StreamBuffer %d must be >= 0", c.StreamBuffer)

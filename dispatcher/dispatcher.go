@@ -372,6 +372,11 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 		}
 	}
 	seq := d.seq.Add(1)
+	if cr := d.cfg.CacheRouter; cr != nil {
+		if i := cr.Route(req, loads, seq); i >= 0 && i < len(loads) && loads[i].Ready {
+			return engs[i], nil
+		}
+	}
 	i := d.policy.Choose(loads, seq, splitmix64(d.cfg.Seed+seq))
 	if i < 0 {
 		if longest != nil {

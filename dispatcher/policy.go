@@ -67,9 +67,12 @@ func parsePolicy(name string) (Policy, error) {
 		return PowerOfTwo, nil
 	case PolicyRoundRobin:
 		return RoundRobin, nil
+	case PolicyKV, PolicyPrefix:
+		// The CacheRouter chooses first; least-loaded is its fallback.
+		return LeastLoaded, nil
 	}
-	return 0, fmt.Errorf("dispatcher: config: unknown Policy %q (want %s, %s or %s)",
-		name, PolicyLeastLoaded, PolicyPowerOfTwo, PolicyRoundRobin)
+	return 0, fmt.Errorf("dispatcher: config: unknown Policy %q (want %s, %s, %s, %s or %s)",
+		name, PolicyLeastLoaded, PolicyPowerOfTwo, PolicyRoundRobin, PolicyKV, PolicyPrefix)
 }
 
 // String returns the Config.Policy name.
