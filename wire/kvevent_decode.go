@@ -423,40 +423,44 @@ func (r *reader) kvHash() (KVBlockHash, error) {
 }
 
 // tokenList reads [int...] into the scratch. Token ids are most of a batch's bytes,
-// so the common forms are read inline; anything else takes the general path.
+// so the forms a vocabulary's ids take are read inline, straight into place;
+// anything else takes the general path.
 func (d *KVBatchDecoder) tokenList(r *reader, sp *kvSpan) error {
 	n, err := r.arrayHeader()
 	if err != nil {
 		return err
 	}
 	sp.tok0 = len(d.tokens)
-	toks := slices.Grow(d.tokens, n)
+	toks := slices.Grow(d.tokens, n)[:sp.tok0+n]
+	dst := toks[sp.tok0:]
 	b, off := r.b, r.off
-	for range n {
-		var v int64
+	for i := range dst {
+		c := byte(0xc1) // past the end: the general path reports it
+		if off < len(b) {
+			c = b[off]
+		}
 		switch {
-		case off < len(b) && b[off] <= 0x7f:
-			v = int64(b[off])
+		case c <= 0x7f:
+			dst[i] = int64(c)
 			off++
-		case off+3 <= len(b) && b[off] == 0xcd:
-			v = int64(b[off+1])<<8 | int64(b[off+2])
+		case c == 0xcd && off+3 <= len(b):
+			dst[i] = int64(b[off+1])<<8 | int64(b[off+2])
 			off += 3
-		case off+5 <= len(b) && b[off] == 0xce:
-			v = int64(b[off+1])<<24 | int64(b[off+2])<<16 | int64(b[off+3])<<8 | int64(b[off+4])
+		case c == 0xce && off+5 <= len(b):
+			dst[i] = int64(b[off+1])<<24 | int64(b[off+2])<<16 | int64(b[off+3])<<8 | int64(b[off+4])
 			off += 5
 		default:
 			r.off = off
-			if v, err = r.int(); err != nil {
-				d.tokens = toks
+			if dst[i], err = r.int(); err != nil {
+				d.tokens = toks[:sp.tok0]
 				return err
 			}
 			off = r.off
 		}
-		toks = append(toks, v)
 	}
 	r.off = off
 	d.tokens = toks
-	sp.tok1 = len(d.tokens)
+	sp.tok1 = len(toks)
 	return nil
 }
 
