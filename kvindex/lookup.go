@@ -1,0 +1,184 @@
+package kvindex
+
+import "math/bits"
+
+// Query is a prompt as the router sees it.
+type Query struct {
+	Tokens    []int64
+	LoRAName  string // the adapter's name; "" for the base model
+	CacheSalt string
+	HasSalt   bool
+	// StopAt is the first token index this side cannot key the way the engine did
+	// (the first multimodal placeholder, or 0 for prompt embeddings); -1: none. Only
+	// full blocks that end at or before it are keyed.
+	StopAt int
+	// Now (unix ns) is when the lookup happens: a pending mark counts while Now is
+	// before its deadline.
+	Now int64
+}
+
+// Match is one rank's prefix of the prompt.
+type Match struct {
+	Rank int
+	// CachedTokens: the longest prefix whose blocks the rank has stored (full blocks).
+	CachedTokens int
+	// PendingTokens: the tokens beyond CachedTokens whose blocks are cached or marked
+	// pending on the rank, so on their way there.
+	PendingTokens int
+}
+
+// scratch is Lookup's reused state; steady-state lookups do not allocate.
+type scratch struct {
+	c, a    []uint64 // per rank group: ranks still matching cached, cached-or-pending
+	cached  []int32  // per rank: cached tokens (max over block sizes)
+	any     []int32  // per rank: cached-or-pending tokens
+	touched []uint64 // ranks with an entry in cached/any
+}
+
+// fullBlocks is how many of the prompt's blocks of size bs can be keyed.
+func fullBlocks(q *Query, bs int) int {
+	n := len(q.Tokens)
+	if q.StopAt >= 0 && q.StopAt < n {
+		n = q.StopAt
+	}
+	return n / bs
+}
+
+// Lookup appends to out one Match per rank holding a prefix of the prompt (cached or
+// pending), in rank order, and returns it. It keys the prompt once per block size in
+// the index and walks the blocks once, keeping the set of ranks still matching; it
+// stops at the first block no rank holds.
+func (ix *Index) Lookup(q *Query, out []Match) []Match {
+	ix.prepareScratch()
+	var ex queryExtras
+	ex, ix.buf = ix.k.promptExtras(q, ix.buf)
+	for f := range ix.fams {
+		if ix.fams[f].slots > 0 {
+			ix.walk(q, ix.fams[f].size, ex)
+		}
+	}
+	return ix.collect(out)
+}
+
+func (ix *Index) prepareScratch() {
+	sc := &ix.sc
+	for len(sc.cached) < len(ix.ranks) {
+		sc.cached = append(sc.cached, 0)
+		sc.any = append(sc.any, 0)
+	}
+	for len(sc.c) < ix.words {
+		sc.c, sc.a, sc.touched = append(sc.c, 0), append(sc.a, 0), append(sc.touched, 0)
+	}
+}
+
+// walk matches the prompt's blocks of size bs against the index.
+func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
+	n := fullBlocks(q, bs)
+	if n == 0 {
+		return
+	}
+	parent, e := ix.k.root(bs), ex.first
+	for i := range n {
+		key := ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
+		parent, e = key, ex.rest
+		si := ix.findSlot(key)
+		if si == noSlot {
+			ix.endWalk(i * bs)
+			return
+		}
+		if !ix.step(ix.slots.at(si), i, bs, q.Now) {
+			return
+		}
+	}
+	ix.endWalk(n * bs)
+}
+
+// step narrows the matching ranks to block i's holders; false when none is left.
+func (ix *Index) step(s *slot, i, bs int, now int64) bool {
+	sc, left := &ix.sc, uint64(0)
+	for g := range ix.words {
+		c := ix.rankWord(s, g)
+		p := c | ix.pendWord(s, g, now)
+		if i == 0 {
+			sc.c[g], sc.a[g] = c, p
+			left |= p
+			continue
+		}
+		nc, na := sc.c[g]&c, sc.a[g]&p
+		ix.dropped(g, sc.c[g]&^nc, i*bs, true)
+		ix.dropped(g, sc.a[g]&^na, i*bs, false)
+		sc.c[g], sc.a[g] = nc, na
+		left |= na
+	}
+	return left != 0
+}
+
+// dropped records the ranks of group g in d as matching tokens tokens, cached or
+// cached-or-pending; a rank leaves the cached set no later than the other.
+func (ix *Index) dropped(g int, d uint64, tokens int, cached bool) {
+	for ; d != 0; d &= d - 1 {
+		r := g<<6 | bits.TrailingZeros64(d)
+		if cached {
+			ix.sc.cached[r] = max(ix.sc.cached[r], int32(tokens))
+		} else {
+			ix.sc.any[r] = max(ix.sc.any[r], int32(tokens))
+			ix.sc.touched[g] |= 1 << (r & 63)
+		}
+	}
+}
+
+// endWalk records the ranks still matching when the walk ends (a block no rank
+// holds, or the prompt's last full block) at tokens, and clears the sets.
+func (ix *Index) endWalk(tokens int) {
+	for g := range ix.words {
+		if tokens > 0 {
+			ix.dropped(g, ix.sc.c[g], tokens, true)
+			ix.dropped(g, ix.sc.a[g], tokens, false)
+		}
+		ix.sc.c[g], ix.sc.a[g] = 0, 0
+	}
+}
+
+// collect appends the recorded ranks to out in rank order and resets the scratch.
+func (ix *Index) collect(out []Match) []Match {
+	sc := &ix.sc
+	for g := range ix.words {
+		for t := sc.touched[g]; t != 0; t &= t - 1 {
+			r := g<<6 | bits.TrailingZeros64(t)
+			c, a := int(sc.cached[r]), int(sc.any[r])
+			out = append(out, Match{Rank: r, CachedTokens: c, PendingTokens: a - c})
+			sc.cached[r], sc.any[r] = 0, 0
+		}
+		sc.touched[g] = 0
+	}
+	return out
+}
+
+// pendWord is the ranks of group g with a live pending mark on the slot.
+func (ix *Index) pendWord(s *slot, g int, now int64) uint64 {
+	if s.aux == 0 {
+		return 0
+	}
+	var m uint64
+	for _, p := range ix.aux[s.aux].pend {
+		if int(p.rank)>>6 == g && p.deadline > now {
+			m |= 1 << (p.rank & 63)
+		}
+	}
+	return m
+}
+
+// promptKeys fills ix.keys with the content keys of the prompt's full blocks of
+// size bs, in order.
+func (ix *Index) promptKeys(q *Query, bs int) {
+	ix.k.reserve(bs)
+	var ex queryExtras
+	ex, ix.buf = ix.k.promptExtras(q, ix.buf)
+	ix.keys = ix.keys[:0]
+	parent, e := ix.k.root(bs), ex.first
+	for i := range fullBlocks(q, bs) {
+		parent = ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
+		e = ex.rest
+		ix.keys = append(ix.keys, parent)
+	}
+}

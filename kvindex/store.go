@@ -1,0 +1,223 @@
+package kvindex
+
+// Store indexes a BlockStored of rank. A chain whose parent hash is not indexed on
+// the rank is skipped (counted): a lookup could never reach it. A chain with no
+// parent starts a new root. A hash already indexed on the rank is refreshed (made
+// newest) when it names the same content, and rebound when it names other content.
+func (ix *Index) Store(rank int, s *Stored) StoreResult {
+	n := len(s.Hashes)
+	if !ix.validRank(rank) || !ix.validStored(s) {
+		return StoreResult{Invalid: n}
+	}
+	parent, ok := ix.parentKey(rank, s)
+	if !ok {
+		return StoreResult{UnknownParent: n}
+	}
+	fam, ok := ix.family(s.BlockSize)
+	if !ok {
+		return StoreResult{Invalid: n}
+	}
+	ix.noteRank(rank, s.BlockSize)
+	ix.k.reserve(s.BlockSize)
+	ix.keyStored(s, parent)
+	res := StoreResult{Stored: n}
+	// Newest last: the chain's first block ends most recent, so a long chain loses
+	// its tail first, as vLLM's own eviction order does.
+	for i := n - 1; i >= 0; i-- {
+		res.Evicted += ix.bind(rank, s.Hashes[i], ix.keys[i], fam)
+	}
+	return res
+}
+
+func (ix *Index) validStored(s *Stored) bool {
+	n, bs := len(s.Hashes), s.BlockSize
+	return n > 0 && bs > 0 && bs <= ix.cfg.MaxBlockSize &&
+		len(s.Tokens) == n*bs && (s.Extra == nil || len(s.Extra) == n)
+}
+
+// parentKey is the content key the event's first block hangs from.
+func (ix *Index) parentKey(rank int, s *Stored) (uint64, bool) {
+	if !s.HasParent {
+		return ix.k.root(s.BlockSize), true
+	}
+	ri := ix.findRec(rank, s.Parent)
+	if ri == noRec {
+		return 0, false
+	}
+	return ix.slots.at(ix.recs.at(ri).slot).key, true
+}
+
+// keyStored fills ix.keys with the event's content keys, in chain order.
+func (ix *Index) keyStored(s *Stored, parent uint64) {
+	bs := s.BlockSize
+	ix.keys = ix.keys[:0]
+	for i := range s.Hashes {
+		var e extraIdentity
+		e, ix.buf = eventExtra(s, i, ix.buf)
+		parent = ix.k.block(parent, ix.k.tokens(s.Tokens[i*bs:(i+1)*bs]), ix.k.extra(e))
+		ix.keys = append(ix.keys, parent)
+	}
+}
+
+// bind makes vLLM hash v on rank name content key, newest in the rank's list, and
+// returns the entries evicted to make room.
+func (ix *Index) bind(rank int, v, key uint64, fam uint8) int {
+	if ri := ix.findRec(rank, v); ri != noRec {
+		r := ix.recs.at(ri)
+		if ix.slots.at(r.slot).key == key {
+			ix.touch(rank, ri)
+			ix.releasePending(r.slot, rank)
+			return 0
+		}
+		ix.dropRec(ri)
+	}
+	evicted := ix.makeRoom()
+	si := ix.slotFor(key, fam)
+	ix.addRec(rank, v, si)
+	ix.releasePending(si, rank)
+	return evicted
+}
+
+// addRec records that rank holds slot si under vLLM hash v, newest.
+func (ix *Index) addRec(rank int, v uint64, si uint32) {
+	ri := ix.newRec()
+	ix.recs.at(ri).set(rank, v, si)
+	_, empty := ix.probeRec(rank, v)
+	ix.rtab[empty] = ri + 1
+	ix.linkNewest(rank, ri)
+	ix.ranks[rank].n++
+	ix.total++
+	if !ix.addRank(ix.slots.at(si), rank) {
+		ix.dups[dupKey(rank, si)]++
+	}
+}
+
+func dupKey(rank int, si uint32) uint64 { return uint64(rank)<<32 | uint64(si) }
+
+// dropRec removes a record: from its rank's list, from rtab, and from its slot's
+// holders unless another record of the rank holds the same content.
+func (ix *Index) dropRec(ri uint32) {
+	r := ix.recs.at(ri)
+	rank, si := r.rank(), r.slot
+	if i, _ := ix.probeRec(rank, r.vhash()); i >= 0 {
+		ix.shiftRecs(i)
+	}
+	ix.unlink(rank, ri)
+	ix.ranks[rank].n--
+	ix.total--
+	ix.freeRec(ri)
+	if len(ix.dups) > 0 {
+		k := dupKey(rank, si)
+		if d := ix.dups[k]; d > 0 {
+			if d == 1 {
+				delete(ix.dups, k)
+			} else {
+				ix.dups[k] = d - 1
+			}
+			return
+		}
+	}
+	ix.delRank(ix.slots.at(si), rank)
+	ix.maybeFreeSlot(si)
+}
+
+// linkNewest appends record ri to rank's list.
+func (ix *Index) linkNewest(rank int, ri uint32) {
+	rs := &ix.ranks[rank]
+	r := ix.recs.at(ri)
+	r.setPrev(rs.tail)
+	r.setNext(0)
+	if rs.tail != 0 {
+		ix.recs.at(rs.tail - 1).setNext(ri + 1)
+	} else {
+		rs.head = ri + 1
+	}
+	rs.tail = ri + 1
+}
+
+// unlink takes record ri out of rank's list.
+func (ix *Index) unlink(rank int, ri uint32) {
+	rs := &ix.ranks[rank]
+	r := ix.recs.at(ri)
+	p, n := r.prevLink(), r.nextLink()
+	if p != 0 {
+		ix.recs.at(p - 1).setNext(n)
+	} else {
+		rs.head = n
+	}
+	if n != 0 {
+		ix.recs.at(n - 1).setPrev(p)
+	} else {
+		rs.tail = p
+	}
+}
+
+// touch makes record ri its rank's newest.
+func (ix *Index) touch(rank int, ri uint32) {
+	if ix.ranks[rank].tail == ri+1 {
+		return
+	}
+	ix.unlink(rank, ri)
+	ix.linkNewest(rank, ri)
+}
+
+// makeRoom keeps the index within MaxBlocks before one more entry: it evicts the
+// oldest entries of the rank holding the most (a chain's middle going first makes
+// its tail unreachable to lookups, which only predicts too few hits). It evicts a
+// little more than needed (slack) so that the scan for the largest rank is paid
+// once per batch, not once per entry.
+func (ix *Index) makeRoom() int {
+	if ix.total < ix.cfg.MaxBlocks {
+		return 0
+	}
+	rank := ix.largestRank()
+	n := min(ix.total-ix.cfg.MaxBlocks+1+ix.slack, ix.ranks[rank].n)
+	ix.evictOldest(rank, n)
+	return n
+}
+
+func (ix *Index) largestRank() int {
+	best := 0
+	for r := range ix.ranks {
+		if ix.ranks[r].n > ix.ranks[best].n {
+			best = r
+		}
+	}
+	return best
+}
+
+// evictOldest drops the n oldest entries of rank.
+func (ix *Index) evictOldest(rank, n int) {
+	for range n {
+		ix.dropRec(ix.ranks[rank].head - 1)
+	}
+}
+
+// Remove applies a BlockRemoved: it drops the named hashes from rank and returns how
+// many were indexed. Unknown hashes are ignored (the block was never usable, or was
+// evicted here first).
+func (ix *Index) Remove(rank int, hashes []uint64) int {
+	if rank < 0 || rank >= len(ix.ranks) {
+		return 0
+	}
+	n := 0
+	for _, v := range hashes {
+		if ri := ix.findRec(rank, v); ri != noRec {
+			ix.dropRec(ri)
+			n++
+		}
+	}
+	return n
+}
+
+// Clear drops every block of rank: AllBlocksCleared, a gap that no replay covers,
+// a seq that went back (restart), an engine that left or rejoined. Its pending marks
+// stay: they stand for requests in flight, which still compute their prefixes (and
+// expire on their own). Clear walks the rank's blocks, the one method whose time
+// grows with the index.
+func (ix *Index) Clear(rank int) {
+	if rank < 0 || rank >= len(ix.ranks) {
+		return
+	}
+	ix.evictOldest(rank, ix.ranks[rank].n)
+}

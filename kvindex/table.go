@@ -1,0 +1,150 @@
+package kvindex
+
+// Two linear-probing tables, sized for their caps at New (see tableSize) so that they
+// never rehash, with backward-shift deletion so that they never fill with tombstones.
+//
+// ctab maps a content key to its slot. A bucket holds the key's low 32 bits beside
+// the slot number, so a probe compares in the table and touches the slot only on a
+// likely match. Its home is fastrange(key), from the high bits.
+//
+// rtab maps (rank, vLLM hash) to a record. A bucket holds only the record number;
+// it is probed when events arrive, not when prompts are looked up.
+
+const tagMask = 0xffffffff_00000000
+
+// findSlot returns the slot holding key, or noSlot.
+func (ix *Index) findSlot(key uint64) uint32 {
+	i, _ := ix.probeSlot(key)
+	if i < 0 {
+		return noSlot
+	}
+	return uint32(ix.ctab[i]) - 1
+}
+
+// probeSlot returns key's bucket, or -1 and the empty bucket where it would go.
+func (ix *Index) probeSlot(key uint64) (int, int) {
+	n := len(ix.ctab)
+	tag := key << 32
+	for i := fastrange(key, n); ; {
+		b := ix.ctab[i]
+		if b == 0 {
+			return -1, i
+		}
+		if b&tagMask == tag && ix.slots.at(uint32(b)-1).key == key {
+			return i, 0
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// slotFor finds or makes the slot of key.
+func (ix *Index) slotFor(key uint64, fam uint8) uint32 {
+	i, empty := ix.probeSlot(key)
+	if i >= 0 {
+		return uint32(ix.ctab[i]) - 1
+	}
+	s := ix.newSlot(key, fam)
+	ix.ctab[empty] = key<<32 | uint64(s+1)
+	return s
+}
+
+// maybeFreeSlot frees slot si once nothing holds it.
+func (ix *Index) maybeFreeSlot(si uint32) {
+	s := ix.slots.at(si)
+	if !ix.unheld(s) {
+		return
+	}
+	if i, _ := ix.probeSlot(s.key); i >= 0 {
+		ix.shiftSlots(i)
+	}
+	ix.freeSlot(si)
+}
+
+// shiftSlots empties bucket i and moves later buckets of its cluster back into the
+// hole when their probe path crosses it.
+func (ix *Index) shiftSlots(i int) {
+	n := len(ix.ctab)
+	for j := i; ; {
+		ix.ctab[i] = 0
+		for {
+			if j++; j == n {
+				j = 0
+			}
+			b := ix.ctab[j]
+			if b == 0 {
+				return
+			}
+			if h := fastrange(ix.slots.at(uint32(b)-1).key, n); onPath(h, i, j) {
+				ix.ctab[i] = b
+				i = j
+				break
+			}
+		}
+	}
+}
+
+// onPath reports whether bucket i lies on the probe path from home h to bucket j,
+// cyclically in [h, j).
+func onPath(h, i, j int) bool {
+	if h <= j {
+		return h <= i && i < j
+	}
+	return i >= h || i < j
+}
+
+// recHash places (rank, vLLM hash) in rtab; keyed, so an engine cannot aim its
+// hashes at one cluster.
+func (ix *Index) recHash(rank int, v uint64) uint64 {
+	return mum(v^ix.k.s[12], uint64(rank)^ix.k.s[13])
+}
+
+// probeRec returns the bucket of (rank, v), or -1 and the empty bucket for it.
+func (ix *Index) probeRec(rank int, v uint64) (int, int) {
+	n := len(ix.rtab)
+	for i := fastrange(ix.recHash(rank, v), n); ; {
+		b := ix.rtab[i]
+		if b == 0 {
+			return -1, i
+		}
+		if r := ix.recs.at(b - 1); r.vhash() == v && r.rank() == rank {
+			return i, 0
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// findRec returns the record of (rank, v), or noRec.
+func (ix *Index) findRec(rank int, v uint64) uint32 {
+	i, _ := ix.probeRec(rank, v)
+	if i < 0 {
+		return noRec
+	}
+	return ix.rtab[i] - 1
+}
+
+// shiftRecs is shiftSlots for rtab.
+func (ix *Index) shiftRecs(i int) {
+	n := len(ix.rtab)
+	for j := i; ; {
+		ix.rtab[i] = 0
+		for {
+			if j++; j == n {
+				j = 0
+			}
+			b := ix.rtab[j]
+			if b == 0 {
+				return
+			}
+			r := ix.recs.at(b - 1)
+			if h := fastrange(ix.recHash(r.rank(), r.vhash()), n); onPath(h, i, j) {
+				ix.rtab[i] = b
+				i = j
+				break
+			}
+		}
+	}
+}
