@@ -20,6 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // frontend's output loops do. Token i of a request is 100+i; a request finishes with
 // "length" after max_tokens tokens, unless hold is set, in which case it emits one
 // token and stays live until aborted. What it receives is observable on channels.
+// hold is read as an ADD arrives, before the ADD shows on adds: a test that changes
+// hold after receiving an ADD changes only the ADDs after it.
 type fakeEngines struct {
 	d      *dispatcher.Dispatcher
 	in     chan fakeFrame
@@ -123,8 +125,9 @@ func (f *fakeEngines) run() {
 			if err := wire.DecodeAdd([][]byte{fr.body}, &req); err != nil {
 				panic(err) // the dispatcher sent something an engine would die on
 			}
+			hold := f.hold.Load() // before the test can see the ADD and change hold
 			f.adds <- &req
-			f.generate(fr.rank, &req)
+			f.generate(fr.rank, &req, hold)
 		case wire.RequestAbort:
 			ids, _ := wire.DecodeAbort(fr.body)
 			for _, id := range ids {
@@ -141,9 +144,9 @@ func (f *fakeEngines) run() {
 	}
 }
 
-func (f *fakeEngines) generate(rank int, req *wire.EngineCoreRequest) {
+func (f *fakeEngines) generate(rank int, req *wire.EngineCoreRequest, hold bool) {
 	n := req.Sampling.MaxTokens.Value
-	if f.hold.Load() {
+	if hold {
 		n = 1
 	}
 	for i := range n {

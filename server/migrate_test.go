@@ -6,7 +6,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -40,21 +42,21 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 			case first = <-f.adds:
 			case a := <-res:
 				t.Fatalf("no ADD: %d %s", a.code, a.body)
+			case <-time.After(testwait.Deadline):
+				t.Fatal("no ADD and no answer")
 			}
+			// The fake decided to hold this one before it showed the ADD; the
+			// continuation runs to the end.
 			f.hold.Store(false)
-			// The rank the request went to is the one without the next ADD.
-			rank := 0
-			if st := f.d.Engines(); st[1].InFlight == 1 {
-				rank = 1
-			}
+			rank := liveRank(t, f)
 			f.d.EngineDown(rank, errors.New("killed"))
-			moved := <-f.adds
+			moved := testwait.Recv(t, f.adds, "the continuation's ADD")
 			delivered := len(moved.PromptTokenIDs) - 1
 			if moved.RequestID == first.RequestID || moved.Sampling.MaxTokens.Value != int64(5-delivered) ||
 				!slices.Equal(moved.PromptTokenIDs[:1], []int64{1}) {
 				t.Fatalf("continuation %q prompt %v max %v (first %q)", moved.RequestID, moved.PromptTokenIDs, moved.Sampling.MaxTokens, first.RequestID)
 			}
-			a := <-res
+			a := testwait.Recv(t, res, "the answer")
 			var toks []int64
 			var usage [2]int
 			finish := ""
@@ -106,17 +108,13 @@ func TestClientProtocolEngineDownMigrates(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
 	h.f.hold.Store(true)
 	h.add(t, "r1", 4, wire.OptInt{})
-	first := <-h.f.adds
+	first := testwait.Recv(t, h.f.adds, "the ADD")
 	o := h.nextOutputs(t)
 	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "r1" || !slices.Equal(o.Outputs[0].NewTokenIDs, []int64{100}) {
 		t.Fatalf("first output %+v", o.Outputs)
 	}
-	rank := 0
-	if st := h.f.d.Engines(); st[1].InFlight == 1 {
-		rank = 1
-	}
-	h.f.d.EngineDown(rank, errors.New("killed"))
-	moved := <-h.f.adds
+	h.f.d.EngineDown(liveRank(t, h.f), errors.New("killed"))
+	moved := testwait.Recv(t, h.f.adds, "the continuation's ADD")
 	if !slices.Equal(moved.PromptTokenIDs, []int64{1, 2, 100}) || moved.Sampling.MaxTokens.Value != 3 || moved.RequestID == first.RequestID {
 		t.Fatalf("continuation %q %v max %v", moved.RequestID, moved.PromptTokenIDs, moved.Sampling.MaxTokens)
 	}
@@ -128,4 +126,18 @@ func TestClientProtocolEngineDownMigrates(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.f.expectAbort(t, moved.RequestID)
+}
+
+// liveRank is the one rank with a request in flight, the rank to kill.
+func liveRank(t *testing.T, f *fakeEngines) int {
+	t.Helper()
+	st := f.d.Engines()
+	switch {
+	case st[0].InFlight == 1 && st[1].InFlight == 0:
+		return 0
+	case st[0].InFlight == 0 && st[1].InFlight == 1:
+		return 1
+	}
+	t.Fatalf("want one request in flight on one rank: %+v", st)
+	return -1
 }
