@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -104,6 +105,7 @@ type request struct {
 	lastPeriod bool
 	hash       uint64  // seqHash of the prompt and every token generated so far
 	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
+	kv         *reqKV  // prefix cache state (prefill.go); nil when the cache is off
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -126,8 +128,9 @@ type Scheduler struct {
 	Capitals []int64
 	Period   int64
 
-	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits the prefix cache
+	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits (cache off)
 	pd      *pdRole             // P/D role (pd.go); nil = none
+	kv      *kvState            // prefix cache and prefill queue (prefill.go); nil = off
 
 	running []*request
 	byID    map[string]*request
@@ -138,7 +141,10 @@ func NewScheduler(tokensPerStep, maxModelLen, maxNumSeqs int) *Scheduler {
 	return &Scheduler{TokensPerStep: tokensPerStep, MaxModelLen: maxModelLen, MaxNumSeqs: maxNumSeqs, byID: map[string]*request{}}
 }
 
-// Add admits a decoded ADD. A live duplicate id is fatal (ErrDuplicateRequest)
+// Add is AddAt at time 0, for a scheduler without prefill time.
+func (s *Scheduler) Add(r *wire.EngineCoreRequest) error { return s.AddAt(0, r) }
+
+// AddAt admits a decoded ADD that arrived at now. A live duplicate id is fatal (ErrDuplicateRequest)
 // unless the live request was added resumable; an ADD with abort_immediately is
 // admitted and aborted at once, producing nothing.
 //
@@ -148,7 +154,7 @@ func NewScheduler(tokensPerStep, maxModelLen, maxNumSeqs int) *Scheduler {
 // "duplicate request id" assertion. The mock takes such a continuation without
 // dying and counts it (Continuations), but does not model the session's
 // chunk-by-chunk generation: the live request's stream carries on unchanged.
-func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
+func (s *Scheduler) AddAt(now time.Duration, r *wire.EngineCoreRequest) error {
 	if q, dup := s.byID[r.RequestID]; dup {
 		if q.resumable {
 			s.Continuations++
@@ -191,8 +197,12 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 	if s.pd != nil {
 		s.pd.onAdd(r)
 	}
-	s.running = append(s.running, q)
 	s.byID[q.id] = q
+	if s.kv != nil {
+		s.queuePrefill(now, q, r)
+		return nil
+	}
+	s.running = append(s.running, q)
 	return nil
 }
 
@@ -200,10 +210,11 @@ func (s *Scheduler) Add(r *wire.EngineCoreRequest) error {
 // abort finishes the stream on the frontend side).
 func (s *Scheduler) Abort(ids []string) {
 	for _, id := range ids {
-		if _, ok := s.byID[id]; ok {
+		if q, ok := s.byID[id]; ok {
 			if s.pd != nil {
 				s.pd.forget(id)
 			}
+			s.release(q)
 			delete(s.byID, id)
 			s.running = slices.DeleteFunc(s.running, func(q *request) bool { return q.id == id })
 		}
@@ -211,15 +222,22 @@ func (s *Scheduler) Abort(ids []string) {
 }
 
 // Idle reports whether there is nothing to step.
-func (s *Scheduler) Idle() bool { return len(s.running) == 0 }
+func (s *Scheduler) Idle() bool { return len(s.byID) == 0 }
 
-// Running is the number of live requests.
-func (s *Scheduler) Running() int { return len(s.running) }
+// Running is the number of live requests, prefilling or decoding.
+func (s *Scheduler) Running() int { return len(s.byID) }
 
-// Step advances every running request by up to TokensPerStep tokens and appends one
-// Output per request to dst.
-func (s *Scheduler) Step(dst []Output) []Output {
+// Step is StepAt at time 0, for a scheduler without prefill time.
+func (s *Scheduler) Step(dst []Output) []Output { return s.StepAt(0, dst) }
+
+// StepAt advances every running request by up to TokensPerStep tokens and
+// appends one Output per request to dst; with the cache on, the prefills that
+// ended by now join the running requests first.
+func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 	s.StepCounter++
+	if s.kv != nil {
+		s.admitPrefills(now)
+	}
 	keep := s.running[:0]
 	for _, q := range s.running {
 		o := Output{ClientIndex: q.client, EngineCoreOutput: wire.EngineCoreOutput{RequestID: q.id, FinishReason: wire.FinishNone}}
@@ -229,6 +247,7 @@ func (s *Scheduler) Step(dst []Output) []Output {
 		if s.pd != nil && q.generated == 0 && s.pd.refused(q.id) {
 			o.FinishReason = wire.FinishError // no KV for this prompt: a failed pull
 			dst = append(dst, o)
+			s.release(q)
 			delete(s.byID, q.id)
 			continue
 		}
@@ -257,11 +276,13 @@ func (s *Scheduler) Step(dst []Output) []Output {
 		if q.logprobs >= 0 {
 			o.NewLogprobs = lp.lists(q.logprobs)
 		}
+		s.appendTokens(q, o.NewTokenIDs)
 		if s.pd != nil && o.Finished() {
 			s.pd.onFinish(q.id, &o.EngineCoreOutput)
 		}
 		dst = append(dst, o)
 		if o.Finished() {
+			s.release(q)
 			delete(s.byID, q.id)
 		} else {
 			keep = append(keep, q)
@@ -301,6 +322,10 @@ const mockBlockSize = 16
 func (s *Scheduler) firstOutput(q *request, o *wire.EngineCoreOutput) {
 	now := s.Clock()
 	o.Events = []wire.EngineCoreEvent{{Type: wire.EventQueued, Timestamp: q.queuedAt}, {Type: wire.EventScheduled, Timestamp: now}}
+	if q.kv != nil {
+		s.prefillStats(q, q.kv.cached, o)
+		return
+	}
 	if s.prompts == nil {
 		s.prompts = map[uint64]struct{}{}
 	}
@@ -310,6 +335,11 @@ func (s *Scheduler) firstOutput(q *request, o *wire.EngineCoreOutput) {
 	} else if len(s.prompts) < 1<<16 {
 		s.prompts[q.hash] = struct{}{}
 	}
+	s.prefillStats(q, cached, o)
+}
+
+// prefillStats reports a request's prefix cache hit with its first output.
+func (s *Scheduler) prefillStats(q *request, cached int, o *wire.EngineCoreOutput) {
 	o.NumCachedTokens = int64(cached)
 	o.PrefillStats = &wire.PrefillStats{NumPromptTokens: int64(q.prompt), NumComputedTokens: int64(q.prompt - cached),
 		NumCachedTokens: int64(cached), NumLocalCachedTokens: int64(cached)}
@@ -343,10 +373,20 @@ func (s *Scheduler) Stats() wire.SchedulerStats {
 	if s.MaxNumSeqs > 0 {
 		usage = float64(len(s.running)) / float64(s.MaxNumSeqs)
 	}
-	return wire.SchedulerStats{
+	st := wire.SchedulerStats{
 		NumRunningReqs: int64(len(s.running)),
 		StepCounter:    s.StepCounter,
 		CurrentWave:    s.CurrentWave,
 		KVCacheUsage:   min(usage, 1),
 	}
+	if k := s.kv; k != nil {
+		// A prefill in progress is scheduled (running); the rest wait.
+		st.NumWaitingReqs = int64(len(k.waiting))
+		if len(k.waiting) > 0 && k.waiting[0].kv.started {
+			st.NumWaitingReqs--
+			st.NumRunningReqs++
+		}
+		st.KVCacheUsage = k.cache.Usage()
+	}
+	return st
 }
