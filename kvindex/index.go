@@ -210,3 +210,12 @@ func (ix *Index) family(size int) (uint8, bool) {
 	ix.fams = append(ix.fams, family{size: size})
 	return uint8(len(ix.fams) - 1), true
 }
+
+// slotsInUse is the number of live slots, for tests and memory accounting.
+func (ix *Index) slotsInUse() int {
+	n := 0
+	for _, f := range ix.fams {
+		n += f.slots
+	}
+	return n
+}

@@ -83,8 +83,7 @@ type Scorer struct {
 	// MinRequestTokens floors the mean prefill per request; 0 or less: the default.
 	MinRequestTokens float64
 
-	mean  float64
-	count uint64
+	mean float64
 }
 
 // Choose returns the rank to use for a prompt of promptTokens tokens. seq rotates
@@ -164,14 +163,12 @@ func (s *Scorer) PerRequestTokens() float64 {
 	return max(s.mean, floor)
 }
 
-// observe folds one routed request's prefill into the running mean.
+// observe folds one routed request's prefill into the running mean. The mean starts
+// at zero, so the floor holds until about a dozen requests have been seen: a cold
+// start does not take its first, fully uncached prompt as the norm, which would make
+// the first request of a burst outweigh the prefix it is about to share.
 func (s *Scorer) observe(tokens int) {
-	if s.count == 0 {
-		s.mean = float64(tokens)
-	} else {
-		s.mean += (float64(tokens) - s.mean) * meanWeight
-	}
-	s.count++
+	s.mean += (float64(tokens) - s.mean) * meanWeight
 }
 
 // leastLoad is the least Load of a ready candidate.
