@@ -85,10 +85,24 @@ func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder) bool {
 		cfg.Logger.Warn("kv events: replay endpoint not reachable", "rank", r.rank, "replay", r.target.Replay, "err", err)
 		return false
 	}
-	// Recv has no deadline of its own: closing the socket ends it.
+	// Recv has no deadline of its own: closing the socket ends it, at the deadline
+	// or when the subscription is halted (closeSock).
+	r.sockMu.Lock()
+	if r.ctx.Err() != nil {
+		r.sockMu.Unlock()
+		sock.Close()
+		return false
+	}
+	r.replaySock = sock
+	r.sockMu.Unlock()
 	stop := time.AfterFunc(cfg.ReplayTimeout, func() { sock.Close() })
-	defer stop.Stop()
-	defer sock.Close()
+	defer func() {
+		stop.Stop()
+		r.sockMu.Lock()
+		r.replaySock = nil
+		r.sockMu.Unlock()
+		sock.Close()
+	}()
 	if err := sock.Send(nil, wire.AppendKVSeq(nil, from)); err != nil {
 		return false
 	}

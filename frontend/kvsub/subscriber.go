@@ -166,8 +166,9 @@ type rankSub struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	sockMu sync.Mutex
-	sock   transport.Socket
+	sockMu     sync.Mutex
+	sock       transport.Socket
+	replaySock transport.Socket // open only during a replay
 
 	connected                  atomic.Bool
 	lastSeq                    atomic.Int64
@@ -187,6 +188,9 @@ func (r *rankSub) closeSock() {
 	defer r.sockMu.Unlock()
 	if r.sock != nil {
 		r.sock.Close()
+	}
+	if r.replaySock != nil {
+		r.replaySock.Close()
 	}
 }
 
