@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -136,8 +135,11 @@ type Config struct {
 	// AllowUtilityMethods extends the utility methods msgpack clients may call
 	// (DefaultUtilityMethods).
 	AllowUtilityMethods []string
-	// LBPolicy is dispatcher.PolicyLeastLoaded, PolicyPowerOfTwo or PolicyRoundRobin.
+	// LBPolicy is dispatcher.PolicyLeastLoaded, PolicyPowerOfTwo, PolicyRoundRobin,
+	// PolicyKV (by the engines' KV events) or PolicyPrefix (by what was routed).
 	LBPolicy string
+	// KV configures the kv and prefix policies.
+	KV KVConfig
 	// EnableWaves runs the DP wave protocol (MoE data parallel).
 	EnableWaves bool
 	// CoordinatorPublishAddress is where the coordinator publishes to other
@@ -212,6 +214,7 @@ func DefaultConfig() Config {
 		MaxConnections:        8192,
 		MaxConcurrentRequests: 4096,
 		LBPolicy:              dispatcher.PolicyLeastLoaded,
+		KV:                    DefaultKVConfig(),
 		MaxLogprobs:           DefaultMaxLogprobs,
 		ShutdownTimeout:       30 * time.Second,
 		ReadyTimeout:          30 * time.Second,
@@ -268,9 +271,6 @@ func (c Config) localRanks() int {
 
 // Validate names the first flag at fault, in the flag's own words.
 func (c Config) Validate() error {
-	bad := func(flag, format string, args ...any) error {
-		return fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...))
-	}
 	endpoint := func(s string) bool { return strings.HasPrefix(s, "tcp://") || strings.HasPrefix(s, "ipc://") }
 	if c.Bootstrapped() {
 		switch {
@@ -375,9 +375,13 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.LBPolicy {
-	case dispatcher.PolicyLeastLoaded, dispatcher.PolicyPowerOfTwo, dispatcher.PolicyRoundRobin:
+	case dispatcher.PolicyLeastLoaded, dispatcher.PolicyPowerOfTwo, dispatcher.PolicyRoundRobin,
+		dispatcher.PolicyKV, dispatcher.PolicyPrefix:
 	default:
-		return bad("lb-policy", "want least-loaded, power-of-two or round-robin, got %q", c.LBPolicy)
+		return bad("lb-policy", "want least-loaded, power-of-two, round-robin, kv or prefix, got %q", c.LBPolicy)
+	}
+	if err := c.KV.validate(c.LBPolicy); err != nil {
+		return err
 	}
 	if c.CoordinatorPublishAddress != "" && !strings.HasPrefix(c.CoordinatorPublishAddress, "tcp://") {
 		return bad("coordinator-publish-address", "%q: want tcp://HOST:PORT", c.CoordinatorPublishAddress)

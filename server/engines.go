@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/kvroute"
 )
 
 // EngineView is one rank as GET /v1/engines shows it: the frontend's handshake view
@@ -36,6 +37,9 @@ type EngineView struct {
 	LayoutHow string `json:"vllm_layout_how,omitempty"`
 	// Role is "prefill" or "decode" with P/D disaggregation, empty without.
 	Role string `json:"role,omitempty"`
+	// KVEvents is the rank's KV-event subscription under --lb-policy kv, null
+	// when it has no event source.
+	KVEvents *kvroute.Status `json:"kv_events"`
 }
 
 // mergeEngines joins both views by rank; a rank known to only one side still shows.

@@ -146,6 +146,10 @@ func (s *Server) startPrefill(ctx context.Context) error {
 	sender := &frontendSender{}
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = dispatcher.PolicyLeastLoaded
+	if s.kv != nil {
+		// The prefill pool is where a cached prefix saves work: chosen by cache.
+		dcfg.Policy, dcfg.CacheRouter = s.cfg.LBPolicy, s.kv
+	}
 	dcfg.StallTimeout = s.cfg.EngineStallTimeout
 	dcfg.MaxMigrations = -1 // a lost prefill leg is resent by the decode side
 	dcfg.Logger = log.With("component", "dispatcher")
@@ -155,7 +159,7 @@ func (s *Server) startPrefill(ctx context.Context) error {
 		return fmt.Errorf("prefill dispatcher: %w", err)
 	}
 	loads.d.Store(side.d)
-	side.events = &engineEvents{d: side.d, node: side.node, log: log}
+	side.events = &engineEvents{d: side.d, node: side.node, log: log, kv: s.kv}
 	fcfg := frontend.DefaultConfig()
 	switch {
 	case p.bootstrapped():

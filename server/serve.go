@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard-llm/switchyard/coordinator"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/kvroute"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -47,6 +48,10 @@ type Server struct {
 
 	events    *engineEvents
 	pd        *pdSide // prefill engines (pd.go); nil without
+	// kv is the cache-aware routing (kvroute.go) of the pool that has it: the only
+	// pool, or the prefill pool with P/D; nil unless --lb-policy kv or prefix.
+	kv          *kvroute.Edge
+	kvMockPorts *mockKVPorts
 	mocks     sync.WaitGroup
 	stopMocks context.CancelFunc
 	stopBoot  context.CancelFunc
@@ -132,9 +137,22 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 	}
 
+	if s.kvMockPorts, err = pickMockKVPorts(cfg, ranks); err != nil {
+		return nil, err
+	}
+	if s.kv, err = newKVEdge(cfg, reg, s.log, s.kvMockPorts); err != nil {
+		return nil, err
+	}
 	sender := &frontendSender{}
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = cfg.LBPolicy
+	if s.kv != nil && !cfg.PD.Enabled() {
+		dcfg.CacheRouter = s.kv
+		s.events.kv = s.kv
+	} else if s.kv != nil {
+		// P/D: the prefill pool is chosen by cache (pd.go), the decode pool by load.
+		dcfg.Policy = dispatcher.PolicyLeastLoaded
+	}
 	dcfg.StallTimeout = cfg.EngineStallTimeout
 	dcfg.MaxMigrations, dcfg.MigratePinned = cfg.MaxMigrations, cfg.MigratePinned
 	if cfg.MaxMigrations == 0 || cfg.EnableWaves {
@@ -256,6 +274,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	var stats *statsLog
 	if cfg.LogStatsInterval > 0 {
 		stats = newStatsLog(cfg.Logger.With("component", "stats"), s.d, reg, time.Now)
+		if s.kv != nil {
+			stats.predicted = s.kv.Predicted
+		}
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{}) // not s.statsDone: a failed Start sets s to nil
 		s.stopStats, s.statsDone = stop, done
@@ -352,6 +373,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}
+		s.mockKV(&mcfg)
 		s.mocks.Add(1)
 		go func() {
 			defer s.mocks.Done()
@@ -518,6 +540,9 @@ func (s *Server) teardown() {
 	}
 	s.stopMocks()
 	s.mocks.Wait()
+	if s.kv != nil {
+		s.kv.Close()
+	}
 	if s.node != nil {
 		s.node.Close()
 	}
@@ -532,7 +557,7 @@ func (s *Server) teardown() {
 // Engines merges the frontend's view (identity, handshake state) with the
 // dispatcher's (load, in-flight) per rank.
 func (s *Server) Engines() []EngineView {
-	return s.withRoles(mergeEngines(s.fe.Engines(), s.d.Engines()))
+	return s.withKV(s.withRoles(mergeEngines(s.fe.Engines(), s.d.Engines())))
 }
 
 // engineEvents adapts frontend.Handler to the dispatcher, the coordinator and the
@@ -548,6 +573,9 @@ type engineEvents struct {
 	// API's max_tokens check.
 	contexts contextLens
 	log      *slog.Logger
+	// kv follows the pool's KV events and clears a rank's index when it comes
+	// and goes; nil without cache-aware routing.
+	kv *kvroute.Edge
 }
 
 func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
@@ -576,6 +604,10 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 		}
 	}
 	h.contexts.set(rank, lim.MaxModelLen)
+	if h.kv != nil {
+		// Before the dispatcher routes to it: a rejoined engine's cache is empty.
+		h.kv.EngineUp(rank, info)
+	}
 	h.d.EngineUpWith(rank, lim)
 	if h.node != nil {
 		h.node.EngineReady(rank)
@@ -588,6 +620,9 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 	}
 	h.contexts.set(rank, 0)
 	h.d.EngineDown(rank, err)
+	if h.kv != nil {
+		h.kv.EngineDown(rank)
+	}
 	if c := h.clients.Load(); c != nil {
 		c.sealBatchDown(rank) // never stall: the frontend's control loop is waiting
 	}

@@ -37,6 +37,11 @@ type statsLog struct {
 	lastAt             time.Time
 	lastPrompt, lastGn map[int]int64
 	quiet              bool // the last report was an idle one
+
+	// predicted, when set (cache-aware routing), gives the prompt tokens routed
+	// and those predicted cached, so far; lastKV is the previous report's pair.
+	predicted func() (prompt, cached int64)
+	lastKV    [2]int64
 }
 
 func newStatsLog(log *slog.Logger, d *dispatcher.Dispatcher, gather prometheus.Gatherer, now func() time.Time) *statsLog {
@@ -147,6 +152,26 @@ func (s *statsLog) report() {
 			slog.Float64("kv_cache_usage_pct", round1(100*l.kv)),
 			slog.Int64("in_flight", l.inFlight))
 	}
+	s.reportKV()
+}
+
+// reportKV logs the cache-aware policy's predicted prefix-cache hit rate over the
+// interval: the share of routed prompt tokens the index expected to be cached on
+// the engine chosen.
+func (s *statsLog) reportKV() {
+	if s.predicted == nil {
+		return
+	}
+	prompt, cached := s.predicted()
+	dp, dc := prompt-s.lastKV[0], cached-s.lastKV[1]
+	s.lastKV = [2]int64{prompt, cached}
+	rate := 0.0
+	if dp > 0 {
+		rate = float64(dc) / float64(dp)
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "kv routing stats",
+		slog.Int64("routed_prompt_tokens", dp), slog.Int64("predicted_cached_tokens", dc),
+		slog.Float64("predicted_hit_rate_pct", round1(100*rate)))
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

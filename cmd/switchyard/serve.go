@@ -159,7 +159,8 @@ func serveCommand() *cli.Command {
 				Usage:   "let requests pinned with data_parallel_rank move to another engine too (by default they fail with their engine)",
 				Sources: cli.EnvVars("SWITCHYARD_MIGRATE_PINNED")},
 			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
-				Usage:   "rank choice for unpinned requests: least-loaded, power-of-two or round-robin",
+				Usage: "rank choice for unpinned requests: least-loaded, power-of-two, round-robin, kv (where the prompt's prefix is cached, from the engines' KV events, " +
+					"traded against load) or prefix (the same from the prompts switchyard routed, for engines that publish no events)",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
 			&cli.BoolFlag{Name: "enable-wave-coordination", Category: "coordinator",
 				Usage:   "run the DP wave protocol (MoE data-parallel engines that step in lockstep)",
@@ -190,7 +191,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...), clusterFlags()...)...),
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...), append(clusterFlags(), kvFlags()...)...)...),
 		Action: runServe,
 	}
 }
@@ -276,6 +277,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.BootstrapAddress = cmd.String("bootstrap-address")
 	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
 	applyPDFlags(cmd, &cfg.PD)
+	applyKVFlags(cmd, &cfg.KV)
 	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
 	cfg.MaxBodyBytes = cmd.Int64("max-body-bytes")
 	cfg.HTTPHeaderTimeout = cmd.Duration("http-header-timeout")
