@@ -11,11 +11,11 @@ const (
 	evStored   = "BlockStored"
 	evRemoved  = "BlockRemoved"
 	evCleared  = "AllBlocksCleared"
-	evMedium   = "ignored_medium"  // a lower tier (CPU offload): not what a prefill reads
-	evGroup    = "ignored_group"   // a KV cache group other than the first (hybrid models)
-	evSkipped  = "skipped"         // the decoder could not take it (unknown tag, wrong types...)
-	evUnparent = "unknown_parent"  // its parent is not in the index: its prefix is unusable
-	evInvalid  = "invalid"         // refused by the index (block size, token count)
+	evMedium   = "ignored_medium" // a lower tier (CPU offload): not what a prefill reads
+	evGroup    = "ignored_group"  // a KV cache group other than the first (hybrid models)
+	evSkipped  = "skipped"        // the decoder could not take it (unknown tag, wrong types...)
+	evUnparent = "unknown_parent" // its parent is not in the index: its prefix is unusable
+	evInvalid  = "invalid"        // refused by the index (block size, token count)
 )
 
 // KVBatch implements kvsub.Sink: one batch of rank's events, in order.

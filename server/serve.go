@@ -46,19 +46,19 @@ type Server struct {
 	http    *http.Server
 	httpLn  net.Listener
 
-	events    *engineEvents
-	pd        *pdSide // prefill engines (pd.go); nil without
+	events *engineEvents
+	pd     *pdSide // prefill engines (pd.go); nil without
 	// kv is the cache-aware routing (kvroute.go) of the pool that has it: the only
 	// pool, or the prefill pool with P/D; nil unless --lb-policy kv or prefix.
 	kv          *kvroute.Edge
 	kvMockPorts *mockKVPorts
-	mocks     sync.WaitGroup
-	stopMocks context.CancelFunc
-	stopBoot  context.CancelFunc
-	bootDone  chan error
-	tracing   *sdktrace.TracerProvider // nil: no tracing
-	stopStats context.CancelFunc       // nil: no stats line
-	statsDone chan struct{}
+	mocks       sync.WaitGroup
+	stopMocks   context.CancelFunc
+	stopBoot    context.CancelFunc
+	bootDone    chan error
+	tracing     *sdktrace.TracerProvider // nil: no tracing
+	stopStats   context.CancelFunc       // nil: no stats line
+	statsDone   chan struct{}
 
 	shutdownReason atomic.Pointer[error]
 	done           chan struct{} // closed when a component fails on its own
