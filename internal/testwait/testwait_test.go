@@ -39,3 +39,18 @@ func TestWaitReturnsWhenDone(t *testing.T) {
 	go wg.Done()
 	Wait(t, &wg, "one goroutine")
 }
+
+func TestCommandKilledAtItsDeadline(t *testing.T) {
+	start := time.Now()
+	err := Command(t, 100*time.Millisecond, "sleep", "30").Run()
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("sleep 30 bounded by 100ms: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestCommandRuns(t *testing.T) {
+	out, err := Command(t, Deadline, "echo", "hi").Output()
+	if err != nil || string(out) != "hi\n" {
+		t.Fatalf("echo hi: %q, %v", out, err)
+	}
+}
