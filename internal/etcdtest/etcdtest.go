@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -201,12 +202,13 @@ func (c *Cluster) Leader(t testing.TB) int {
 
 // Kill sends SIGKILL to member i and waits for it to exit.
 func (c *Cluster) Kill(i int) {
+	c.t.Helper()
 	m := c.Members[i]
 	if m.cmd == nil {
 		return
 	}
 	_ = m.cmd.Process.Kill()
-	<-m.done
+	testwait.Recv(c.t, m.done, "etcd member "+m.Name+" to exit after SIGKILL")
 	m.cmd = nil
 	m.log.Close()
 }

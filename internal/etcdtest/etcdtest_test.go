@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -35,7 +36,7 @@ func TestClientTalksToDebianEtcd(t *testing.T) {
 	if _, err := cli.Put(ctx, "w", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-wch; len(ev.Events) != 1 {
+	if ev := testwait.Recv(t, wch, "the watch event for the put of w"); len(ev.Events) != 1 {
 		t.Fatalf("watch: %+v", ev)
 	}
 	s, err := concurrency.NewSession(cli, concurrency.WithTTL(2))

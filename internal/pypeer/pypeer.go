@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // Peer is a running Python peer.
@@ -76,8 +78,8 @@ func Start(t testing.TB, timeout time.Duration, python, script string, args ...s
 				t.Errorf("%s exited: %v\n%s", name, err, stderr.String())
 			}
 		case <-timer.C:
-			cancel() // kills the process; Wait then returns
-			<-done
+			cancel() // kills the process; Wait then returns once its pipes are drained
+			testwait.RecvWithin(t, done, timeout, name+" to be reaped after it was killed for not exiting")
 			t.Errorf("%s did not exit\n%s", name, stderr.String())
 		}
 		cancel()

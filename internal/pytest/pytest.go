@@ -9,10 +9,13 @@
 package pytest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // Candidates are the interpreters tried, in order: $SWITCHYARD_PYTHON (set by .ci/run),
@@ -40,7 +43,14 @@ func Find(tb testing.TB, modules ...string) string {
 			tried = append(tried, p+": not found")
 			continue
 		}
-		if out, err := exec.Command(path, "-c", imp).CombinedOutput(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+		out, err := exec.CommandContext(ctx, path, "-c", imp).CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			tb.Fatalf("waited %v for %s -c %q", testwait.Deadline, path, imp)
+		}
+		if err != nil {
 			tried = append(tried, p+": "+strings.TrimSpace(lastLine(string(out))))
 			continue
 		}
