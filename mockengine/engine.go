@@ -75,6 +75,26 @@ type Config struct {
 	Words    []int64
 	Capitals []int64 // Words capitalised, index for index, for a sentence's first word
 	Period   int64
+
+	// KVCacheBlocks, when positive, gives the engine a prefix cache of that many
+	// blocks (prefixcache.go) and serialised prefills (prefill.go): registered
+	// as num_gpu_blocks. 0 = none, and the timing of before: no prefill time,
+	// no events.
+	KVCacheBlocks int
+	BlockSize     int // tokens per block; 0 = DefaultBlockSize (vLLM's 16)
+	// PrefillPerToken is the prefill time of each prompt token the cache did not
+	// hold; a request's first token comes after its prefill.
+	PrefillPerToken time.Duration
+	// KVEvents publishes the cache's KV events as vLLM's ZmqEventPublisher
+	// does (kvpublish.go), in the encoding of Layout's release; it needs
+	// KVCacheBlocks. Layouts whose registration has kv_events_config carry it.
+	KVEvents KVEventsConfig
+	// KVHashBytes publishes 32-byte block hashes instead of ints, as an engine
+	// run with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0.
+	KVHashBytes bool
+	// Cache, when set, is added to as requests are prefilled (the bench reads
+	// it in the same process). Several engines may share one.
+	Cache *CacheCounters
 }
 
 // Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
@@ -133,6 +153,12 @@ func (c Config) Validate() error {
 		return errLockstepDir
 	case c.HandshakeAddress == "" && (len(c.Inputs) == 0 || len(c.Outputs) == 0):
 		return errors.New("mockengine: config needs HandshakeAddress, or Inputs and Outputs")
+	case c.KVCacheBlocks < 0 || c.BlockSize < 0 || c.PrefillPerToken < 0:
+		return fmt.Errorf("mockengine: config KVCacheBlocks %d, BlockSize %d, PrefillPerToken %v: none may be negative", c.KVCacheBlocks, c.BlockSize, c.PrefillPerToken)
+	case c.KVEvents.Enabled() && c.KVCacheBlocks == 0:
+		return errors.New("mockengine: config KVEvents needs a prefix cache (KVCacheBlocks > 0)")
+	case c.KVEvents.Enabled():
+		return c.KVEvents.validate(c.Rank)
 	}
 	return nil
 }
@@ -166,6 +192,18 @@ func Run(ctx context.Context, cfg Config) error {
 	e.sched.Clock = e.timestamp
 	if err := e.sched.SetRole(cfg.Role, fmt.Sprintf("mock-%s-%d", cfg.Role, cfg.Rank)); err != nil {
 		return err
+	}
+	e.sched.EnableCache(CacheConfig{Blocks: cfg.KVCacheBlocks, BlockSize: cfg.BlockSize, PrefillPerToken: cfg.PrefillPerToken,
+		Events: cfg.KVEvents.Enabled(), Counters: cfg.Cache})
+	if cfg.KVEvents.Enabled() {
+		// As vLLM's scheduler does, before the handshake: a subscriber may
+		// connect as soon as the engine registers.
+		kv, err := startKVPublisher(ctx, e.net, cfg.KVEvents, cfg.Rank, e.kvEncoding(), cfg.KVHashBytes, e.log)
+		if err != nil {
+			return err
+		}
+		defer kv.close()
+		e.kv = kv
 	}
 	defer e.closeAll()
 	if cfg.LockstepDir != "" {
@@ -204,7 +242,9 @@ type engine struct {
 	lock                                *lockstep // lockstep.go; nil = independent rank
 
 	sched    *Scheduler
-	steps    int // steps that produced output
+	kv       *kvPublisher // nil = no KV events
+	kvEvents []CacheEvent // reused between steps
+	steps    int          // steps that produced output
 	sleeping bool
 	buf      []byte
 	pending  []Output
@@ -308,7 +348,7 @@ func (e *engine) connect(ctx context.Context) error {
 	if e.hs != nil && !e.cfg.Faults.SkipReady {
 		// As core.py builds it: older releases add num_gpu_blocks and
 		// dp_stats_address; with DP > 1, the parallel config's hash.
-		ready := wire.HandshakeStatus{Status: "READY", Headless: true, NumGPUBlocks: wire.SomeInt(4096)}
+		ready := wire.HandshakeStatus{Status: "READY", Headless: true, NumGPUBlocks: wire.SomeInt(e.numGPUBlocks())}
 		if e.cfg.DataParallelSize > 1 {
 			ready.ParallelConfigHash = wire.SomeString("mock-parallel-config")
 		}
@@ -332,10 +372,10 @@ func (e *engine) registration(r *wire.ReadyResponse) []byte {
 }
 
 func (e *engine) readyResponse() wire.ReadyResponse {
-	return wire.ReadyResponse{
+	r := wire.ReadyResponse{
 		MaxModelLen:          wire.SomeInt(int64(e.cfg.MaxModelLen)),
-		NumGPUBlocks:         wire.SomeInt(4096),
-		BlockSize:            wire.SomeInt(16),
+		NumGPUBlocks:         wire.SomeInt(e.numGPUBlocks()),
+		BlockSize:            wire.SomeInt(int64(e.blockSize())),
 		DType:                wire.SomeString("bfloat16"),
 		VLLMVersion:          optVersion(e.cfg.Layout.VLLMVersion),
 		WorldSize:            wire.SomeInt(1),
@@ -348,7 +388,42 @@ func (e *engine) readyResponse() wire.ReadyResponse {
 		SupportsLoRA:         wire.OptBool{Value: false, Valid: true},
 		EnableSleepMode:      wire.OptBool{Value: true, Valid: true},
 	}
+	if e.cfg.KVEvents != (KVEventsConfig{}) {
+		// Written only by layouts whose registration has the key (newest).
+		if raw, err := e.cfg.KVEvents.registration(); err == nil {
+			r.KVEventsConfig = raw
+		}
+	}
+	return r
 }
+
+// numGPUBlocks is the cache's capacity, or the 4096 the mock always reported.
+func (e *engine) numGPUBlocks() int64 {
+	if e.cfg.KVCacheBlocks > 0 {
+		return int64(e.cfg.KVCacheBlocks)
+	}
+	return 4096
+}
+
+func (e *engine) blockSize() int {
+	if e.cfg.BlockSize > 0 {
+		return e.cfg.BlockSize
+	}
+	return DefaultBlockSize
+}
+
+// kvEncoding is how the engine's release encodes KV events; a layout file not
+// named after a built-in release gets the newest encoding.
+func (e *engine) kvEncoding() wire.KVEncoding {
+	if enc, ok := wire.KVEncodingForLayout(e.cfg.Layout.Name); ok {
+		return enc
+	}
+	e.log.Warn("mockengine: no KV event encoding known for the layout; publishing the newest", "layout", e.cfg.Layout.String())
+	return wire.KVEncodingMap
+}
+
+// now is the engine's scheduler time: the time since it started.
+func (e *engine) now() time.Duration { return time.Since(e.start) }
 
 func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
 	type res struct {

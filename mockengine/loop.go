@@ -115,7 +115,7 @@ func (e *engine) handle(frames [][]byte) error {
 			return fmt.Errorf("%w: ADD %q: %w", ErrInputThreadDied, req.RequestID, err)
 		}
 		e.waveOnAdd(req.CurrentWave)
-		return e.sched.Add(&req)
+		return e.sched.AddAt(e.now(), &req)
 	case wire.RequestAbort:
 		ids, err := wire.DecodeAbort(frames[1])
 		if err != nil {
@@ -165,7 +165,7 @@ func (e *engine) utility(client int64, callID uint64, method string, args wire.R
 			u.Result = rawTrue
 		}
 	case method == "reset_prefix_cache":
-		u.Result = rawTrue
+		u.Result = e.resetPrefixCache(args)
 	case method == "get_supported_tasks":
 		u.Result = rawTasks
 	case method == "pd_stats":
@@ -262,17 +262,21 @@ func (e *engine) step(ctx context.Context) error {
 			s.Send([]byte{0xc1, 0xde, 0xad})
 		}
 		e.steps++
-		e.sched.Step(nil) // the step's tokens are lost, as in a corrupted engine
+		e.sched.StepAt(e.now(), nil) // the step's tokens are lost, as in a corrupted engine
 		return nil
 	}
-	e.pending = e.sched.Step(e.pending[:0])
+	e.pending = e.sched.StepAt(e.now(), e.pending[:0])
 	e.steps++
+	e.publishKVEvents()
 	for _, o := range e.pending {
 		if o.ClientIndex < 0 || int(o.ClientIndex) >= len(e.outs) {
 			return e.die(fmt.Errorf("%w: request %q has client_index %d, the engine has %d output sockets", ErrNoOutputSocket, o.RequestID, o.ClientIndex, len(e.outs)))
 		}
 	}
 	stats := e.sched.Stats()
+	if p, ok := e.sched.TakePrefixCacheStats(); ok {
+		stats = withPrefixCacheStats(stats, p)
+	}
 	ts := e.timestamp()
 	for client := range e.outs {
 		out := wire.EngineCoreOutputs{EngineIndex: int64(e.cfg.Rank), Timestamp: ts}
