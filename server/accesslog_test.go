@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -65,7 +66,7 @@ func TestAccessLog(t *testing.T) {
 	if resp, _ := post(t, ts, `{"prompt": "text"}`); resp.StatusCode != 400 {
 		t.Fatalf("status %d for a text prompt", resp.StatusCode)
 	}
-	resp, err := ts.Client().Get(ts.URL + "/version")
+	resp, err := testwait.HTTPClient.Get(ts.URL + "/version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestAccessLogDisabled(t *testing.T) {
 // GET /version answers the build's identity with the vLLM layouts it speaks.
 func TestVersionEndpoint(t *testing.T) {
 	_, ts := newTestAPI(t, 1)
-	resp, err := ts.Client().Get(ts.URL + "/version")
+	resp, err := testwait.HTTPClient.Get(ts.URL + "/version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestVersionEndpoint(t *testing.T) {
 	if v.Version == "" || !strings.HasPrefix(v.GoVersion, "go") || len(v.Layouts) == 0 || v.Layouts[len(v.Layouts)-1].Name != "newest" {
 		t.Errorf("/version = %+v", v)
 	}
-	r2, err := ts.Client().Post(ts.URL+"/version", "text/plain", nil)
+	r2, err := testwait.HTTPClient.Post(ts.URL+"/version", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -34,7 +35,7 @@ func call(t *testing.T, ts *httptest.Server, method, path string, hdr ...string)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := ts.Client().Do(req)
+	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // The embedded registry takes serve's token and admin settings: DELETE and
@@ -25,7 +27,7 @@ func TestEmbeddedRegistryToken(t *testing.T) {
 		if tt.auth != "" {
 			req.Header.Set("Authorization", tt.auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +36,7 @@ func TestEmbeddedRegistryToken(t *testing.T) {
 			t.Errorf("%s %s (auth %q): %d, want %d", tt.method, tt.path, tt.auth, resp.StatusCode, tt.want)
 		}
 	}
-	http.DefaultClient.CloseIdleConnections()
+	testwait.HTTPClient.CloseIdleConnections()
 }
 
 // A non-loopback admin network without a token is refused at start.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -128,15 +129,15 @@ func TestStalledEngineIs503(t *testing.T) {
 		resp, body := postNoFatal(ts, `{"prompt": [1, 2], "max_tokens": 5}`)
 		got <- answer{resp, body}
 	}()
-	<-f.adds
+	testwait.Recv(t, f.adds, "the HTTP request's ADD")
 	h := newClientHarnessOn(t, f, ClientConfig{})
 	h.add(t, "s1", 5, wire.OptInt{})
-	<-f.adds
+	testwait.Recv(t, f.adds, "s1's ADD")
 	h.nextOutputs(t) // its first token
 	if ranks := f.d.CheckStalls(time.Now().Add(2 * time.Hour)); len(ranks) != 1 {
 		t.Fatalf("stalled ranks %v", ranks)
 	}
-	a := <-got
+	a := testwait.Recv(t, got, "the HTTP answer")
 	if a.resp == nil || a.resp.StatusCode != http.StatusServiceUnavailable || a.resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("stalled engine: %+v %s", a.resp, a.body)
 	}
@@ -163,7 +164,7 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 
 // postNoFatal posts a completion from any goroutine; resp is nil on error.
 func postNoFatal(ts *httptest.Server, body string) (*http.Response, []byte) {
-	resp, err := ts.Client().Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+	resp, err := testwait.HTTPClient.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		return nil, []byte(err.Error())
 	}

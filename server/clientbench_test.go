@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -50,7 +51,7 @@ func BenchmarkClientOutputs(b *testing.B) {
 	}()
 	b.Cleanup(func() {
 		cli.Close()
-		<-done
+		testwait.Closed(b, done, "the client's reader to end")
 		f.d.Close()
 		cs.Close()
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -135,7 +136,7 @@ func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
 	if err := a.Send([]byte{wire.RequestAdd}, body); err != nil {
 		t.Fatal(err)
 	}
-	aID := (<-h.f.adds).RequestID
+	aID := testwait.Recv(t, h.f.adds, "A's ADD").RequestID
 	// Far more output for A than its socket and receive queue hold (~20 MB): A's
 	// writer is soon blocked in a write.
 	toks := make([]int64, 1000)

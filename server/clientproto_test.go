@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -59,7 +60,7 @@ func newClientHarnessOn(t *testing.T, f *fakeEngines, cfg ClientConfig) *clientH
 	}()
 	t.Cleanup(func() {
 		cli.Close()
-		<-done
+		testwait.Closed(t, done, "the client's reader to end")
 		f.d.Close() // end what is live before the server closes
 		cs.Close()
 	})
@@ -86,13 +87,7 @@ func (h *clientHarness) add(t *testing.T, id string, maxTokens int64, rank wire.
 // next returns the next message the client received.
 func (h *clientHarness) next(t *testing.T) [][]byte {
 	t.Helper()
-	select {
-	case m := <-h.in:
-		return m
-	case <-time.After(5 * time.Second):
-		t.Fatal("no message from the server")
-		return nil
-	}
+	return testwait.Recv(t, h.in, "a message from the server")
 }
 
 // nextOutputs expects an EngineCoreOutputs.
@@ -149,7 +144,7 @@ func TestClientProtocolAdd(t *testing.T) {
 		t.Errorf("tokens (-want +got):\n%s", diff)
 	}
 	// The engine saw our id, namespaced by the client's identity.
-	if req := <-h.f.adds; req.RequestID != "c"+"636c69656e742d31"+"-r1" {
+	if req := testwait.Recv(t, h.f.adds, "the ADD"); req.RequestID != "c"+"636c69656e742d31"+"-r1" {
 		t.Errorf("engine request id %q", req.RequestID)
 	}
 }
@@ -188,7 +183,7 @@ func TestClientProtocolDuplicateAndAbort(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
 	h.f.hold.Store(true)
 	h.add(t, "a", 50, wire.OptInt{})
-	added := <-h.f.adds
+	added := testwait.Recv(t, h.f.adds, "the ADD")
 	if o := h.nextOutputs(t); o.Outputs[0].RequestID != "a" {
 		t.Fatalf("outputs %+v", o)
 	}
@@ -211,7 +206,7 @@ func TestClientProtocolGoneClientAborted(t *testing.T) {
 		h := newClientHarness(t, ClientConfig{})
 		h.f.hold.Store(true)
 		h.add(t, "x", 50, wire.OptInt{})
-		added := <-h.f.adds
+		added := testwait.Recv(t, h.f.adds, "the ADD")
 		h.nextOutputs(t)
 		h.cli.Close()
 		h.f.expectAbort(t, added.RequestID)
@@ -220,7 +215,7 @@ func TestClientProtocolGoneClientAborted(t *testing.T) {
 		h := newClientHarness(t, ClientConfig{Timeout: 100 * time.Millisecond})
 		h.f.hold.Store(true)
 		h.add(t, "y", 50, wire.OptInt{})
-		added := <-h.f.adds
+		added := testwait.Recv(t, h.f.adds, "the ADD")
 		h.f.expectAbort(t, added.RequestID)
 	})
 }
@@ -281,7 +276,7 @@ func TestClientProtocolSeveralEOS(t *testing.T) {
 	sp := wire.DefaultSamplingParams()
 	sp.MaxTokens = wire.SomeInt(1)
 	h.send(t, &wire.EngineCoreRequest{RequestID: "e", PromptTokenIDs: []int64{1}, Sampling: &sp})
-	req := <-h.f.adds
+	req := testwait.Recv(t, h.f.adds, "the ADD")
 	got := req.Sampling
 	if got.EOSTokenID != wire.SomeInt(2) || !cmp.Equal(got.StopTokenIDs, []int64{9}) || !cmp.Equal(got.AllStopTokenIDs, []int64{2, 9}) {
 		t.Errorf("_eos_token_id %+v stop_token_ids %v _all_stop_token_ids %v; want 2, [9], [2 9]",

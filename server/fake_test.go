@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -111,7 +112,7 @@ func newFakeCoreConfig(t testing.TB, ranks int, cfg dispatcher.Config) *fakeEngi
 	t.Cleanup(func() {
 		d.Close()
 		close(f.in)
-		f.wg.Wait()
+		testwait.Wait(t, &f.wg, "the fake engines' loop to end")
 	})
 	return f
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -204,22 +205,26 @@ func TestServeShutdownAnswers503(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	long := make(chan error, 1)
 	go func() {
-		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 40}`))
+		resp, err := testwait.HTTPClient.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 40}`))
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 		long <- err
 	}()
-	for s.d.InFlight() == 0 {
-		time.Sleep(5 * time.Millisecond)
+	for deadline := time.Now().Add(testwait.Deadline); s.d.InFlight() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long request never became in flight")
+		}
 	}
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(ctx) }()
-	for s.shutdownReason.Load() == nil {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(testwait.Deadline); s.shutdownReason.Load() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain never started")
+		}
 	}
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testwait.Deadline}
 	resp, err := c.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 1}`))
 	if err != nil {
 		t.Fatalf("new request during the drain: %v; want a 503", err)
@@ -230,10 +235,10 @@ func TestServeShutdownAnswers503(t *testing.T) {
 	if resp.StatusCode != 503 || !strings.Contains(e.Error.Message, "shutting down") {
 		t.Errorf("new request during the drain: %d %+v", resp.StatusCode, e)
 	}
-	if err := <-long; err != nil {
+	if err := testwait.Recv(t, long, "the in-flight request"); err != nil {
 		t.Errorf("in-flight request: %v", err)
 	}
-	if err := <-shut; err != nil {
+	if err := testwait.Recv(t, shut, "Shutdown"); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
 }

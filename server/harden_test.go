@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // Field names match exactly, as vLLM's pydantic models do; Go's encoding/json let
@@ -153,7 +155,7 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/completions", "POST"}, {"POST", "/health", "GET"}, {"DELETE", "/v1/engines", "GET"},
 	} {
 		req, _ := http.NewRequest(tt.method, ts.URL+tt.path, nil)
-		resp, err := ts.Client().Do(req)
+		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestAPIKey(t *testing.T) {
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		resp, err := ts.Client().Do(req)
+		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +215,7 @@ func TestMaxConcurrentRequests(t *testing.T) {
 	f.hold.Store(true)
 	first := make(chan int, 1)
 	go func() {
-		resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 5}`))
+		resp, err := testwait.HTTPClient.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 5}`))
 		if err != nil {
 			first <- 0
 			return
@@ -222,14 +224,14 @@ func TestMaxConcurrentRequests(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	<-f.adds // the first request holds the only slot
+	testwait.Recv(t, f.adds, "the first request's ADD") // it holds the only slot
 	resp, body := post(t, ts, `{"prompt": [1]}`)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-concurrent-requests") {
 		t.Errorf("second request: %d Retry-After=%q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	f.hold.Store(false)
 	f.d.Close() // ends the held request
-	<-first
+	testwait.Recv(t, first, "the first request's answer")
 }
 
 // rawRequest writes req on a fresh connection and returns the whole answer.
@@ -325,7 +327,10 @@ func TestConnectionCap(t *testing.T) {
 	release := make(chan struct{})
 	srv := &http.Server{ConnState: lim.ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
-			<-release
+			select {
+			case <-release:
+			case <-r.Context().Done(): // the server closed at the end of the test
+			}
 		}
 		io.WriteString(w, "ok")
 	})}
@@ -377,7 +382,7 @@ func TestConnectionCap(t *testing.T) {
 	}
 	close(release)
 	for range 3 {
-		if ans := <-held; !strings.HasPrefix(ans, "HTTP/1.1 200") {
+		if ans := testwait.Recv(t, held, "a held request's answer"); !strings.HasPrefix(ans, "HTTP/1.1 200") {
 			t.Errorf("held request: %q", ans)
 		}
 	}
@@ -406,7 +411,7 @@ func TestChunkedBodyLimit(t *testing.T) {
 	body := `{"prompt": [1], "pad": "` + strings.Repeat("x", 1<<20) + `"}`
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/completions", io.NopCloser(strings.NewReader(body)))
 	req.ContentLength = -1
-	resp, err := ts.Client().Do(req)
+	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

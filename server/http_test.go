@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -41,7 +42,7 @@ func post(t *testing.T, ts *httptest.Server, body string, hdr ...string) (*http.
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := ts.Client().Do(req)
+	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestCompletionNonStreaming(t *testing.T) {
 	if resp.Header.Get(RankHeader) == "" {
 		t.Error("no X-data-parallel-rank in the answer")
 	}
-	req := <-f.adds
+	req := testwait.Recv(t, f.adds, "the ADD")
 	if req.Sampling.EOSTokenID != wire.SomeInt(2) || req.Sampling.MaxTokens != wire.SomeInt(4) {
 		t.Errorf("engine request sampling %+v", req.Sampling)
 	}
@@ -108,7 +109,7 @@ func TestCompletionFanOut(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 4 {
-		req := <-f.adds
+		req := testwait.Recv(t, f.adds, "an ADD")
 		if req.Sampling.N != 1 || seen[req.RequestID] {
 			t.Errorf("engine request %s n=%d (duplicate=%v)", req.RequestID, req.Sampling.N, seen[req.RequestID])
 		}
@@ -131,7 +132,7 @@ func readSSE(t *testing.T, r io.Reader) []string {
 
 func TestCompletionStreaming(t *testing.T) {
 	_, ts := newTestAPI(t, 1)
-	resp, err := ts.Client().Post(ts.URL+"/v1/completions", "application/json",
+	resp, err := testwait.HTTPClient.Post(ts.URL+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt": [5], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestPinnedRank(t *testing.T) {
 	if got := resp.Header.Get(RankHeader); got != "1" {
 		t.Errorf("answered by rank %q, want 1", got)
 	}
-	if req := <-f.adds; req.DataParallelRank != wire.SomeInt(1) {
+	if req := testwait.Recv(t, f.adds, "the ADD"); req.DataParallelRank != wire.SomeInt(1) {
 		t.Errorf("data_parallel_rank %+v", req.DataParallelRank)
 	}
 }
@@ -247,16 +248,16 @@ func TestDisconnectAborts(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(body))
 			errc := make(chan error, 1)
 			go func() {
-				resp, err := ts.Client().Do(req)
+				resp, err := testwait.HTTPClient.Do(req)
 				if err == nil {
 					_, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 				}
 				errc <- err
 			}()
-			added := <-f.adds
+			added := testwait.Recv(t, f.adds, "the ADD")
 			cancel()
-			<-errc
+			testwait.Recv(t, errc, "the cancelled call to return")
 			f.expectAbort(t, added.RequestID)
 		})
 	}
@@ -265,7 +266,7 @@ func TestDisconnectAborts(t *testing.T) {
 func TestHealthEnginesMetrics(t *testing.T) {
 	f, ts := newTestAPI(t, 2)
 	get := func(path string) (int, string) {
-		resp, err := ts.Client().Get(ts.URL + path)
+		resp, err := testwait.HTTPClient.Get(ts.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,9 +336,9 @@ func TestEngineDownFailsRequest(t *testing.T) {
 				resp, b := post(t, ts, body)
 				res <- answer{resp.StatusCode, b}
 			}()
-			<-f.adds
+			testwait.Recv(t, f.adds, "the ADD")
 			f.d.EngineDown(0, errors.New("killed"))
-			a := <-res
+			a := testwait.Recv(t, res, "the answer")
 			if !stream {
 				if a.code != 500 || !strings.Contains(string(a.body), "engine rank 0 is down") {
 					t.Errorf("plain: %d %s", a.code, a.body)

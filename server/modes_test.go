@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/internal/pypeer"
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 )
 
@@ -39,7 +40,7 @@ func startBootstrappedEngines(t *testing.T, in, out string, size int, ranks ...i
 	}
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		testwait.Wait(t, &wg, "the mock engines to stop")
 	})
 }
 
@@ -48,7 +49,7 @@ func postPinned(t *testing.T, s *Server, rank int, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(body))
 	req.Header.Set(RankHeader, fmt.Sprint(rank))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // startServer runs a whole server in-process on free ports with built-in engines.
@@ -42,7 +44,7 @@ func startServer(t *testing.T, mutate func(*Config)) *Server {
 func TestServeEmbeddedDefault(t *testing.T) {
 	s := startServer(t, nil)
 	base := "http://" + s.HTTPAddr()
-	resp, err := http.Get(base + "/health")
+	resp, err := testwait.HTTPClient.Get(base + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	for _, rank := range []string{"0", "1"} {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", strings.NewReader(`{"prompt": [1, 2, 3], "max_tokens": 4}`))
 		req.Header.Set(RankHeader, rank)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +70,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 			t.Errorf("answered by rank %q, want %s", resp.Header.Get(RankHeader), rank)
 		}
 	}
-	resp, err = http.Get(base + "/metrics")
+	resp, err = testwait.HTTPClient.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestServeShutdownAbortsStragglers(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json",
+		resp, err := testwait.HTTPClient.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json",
 			strings.NewReader(`{"prompt": [1], "max_tokens": 8000}`))
 		if err != nil {
 			res <- result{0, err.Error()}
@@ -127,7 +129,7 @@ func TestServeShutdownAbortsStragglers(t *testing.T) {
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	r := <-res
+	r := testwait.Recv(t, res, "the straggler's answer")
 	if r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "shutting down") {
 		t.Errorf("straggler got %d %s; want 503 naming the shutdown", r.code, r.body)
 	}
@@ -140,7 +142,7 @@ func TestServeWaves(t *testing.T) {
 	for _, rank := range []string{"0", "1", "0"} {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(`{"prompt": [1], "max_tokens": 3}`))
 		req.Header.Set(RankHeader, rank)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package server
 import (
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // The stats line: one per engine with the interval's prompt and generation
@@ -79,7 +79,7 @@ func TestServeLogs(t *testing.T) {
 				c.DisableLogRequests, c.LogStatsInterval = true, 0
 			}
 		})
-		resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json",
+		resp, err := testwait.HTTPClient.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json",
 			strings.NewReader(`{"prompt": [1, 2, 3], "max_tokens": 5}`))
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -109,9 +110,9 @@ func BenchmarkStreamedRequest(b *testing.B) {
 					}
 				}
 			}()
-			defer func() { close(stop); <-drained }()
+			defer func() { close(stop); testwait.Closed(b, drained, "the ADD drain to stop") }()
 			loopCPU(b, func() {
-				resp, err := ts.Client().Post(ts.URL+tc.path, "application/json", strings.NewReader(tc.body))
+				resp, err := testwait.HTTPClient.Post(ts.URL+tc.path, "application/json", strings.NewReader(tc.body))
 				if err != nil {
 					b.Fatal(err)
 				}

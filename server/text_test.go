@@ -14,6 +14,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/chattemplate"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/textgen"
 )
 
@@ -122,7 +123,7 @@ func newTextAPI(t *testing.T, pieces map[int64]string) (*fakeEngines, *httptest.
 
 func postPath(t *testing.T, ts *httptest.Server, path, body string) (int, []byte) {
 	t.Helper()
-	resp, err := ts.Client().Post(ts.URL+path, "application/json", strings.NewReader(body))
+	resp, err := testwait.HTTPClient.Post(ts.URL+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestTextCompletion(t *testing.T) {
 		len(c.PromptTokenIDs) != 7 || len(c.TokenIDs) != 4 || got.Usage.PromptTokens != 7 || got.Usage.CompletionTokens != 4 {
 		t.Fatalf("got %s", body)
 	}
-	add := <-f.adds
+	add := testwait.Recv(t, f.adds, "the ADD")
 	if !add.Sampling.Detokenize || add.Sampling.IgnoreEOS {
 		t.Errorf("sampling params %+v", add.Sampling)
 	}
@@ -211,7 +212,7 @@ func TestTextChat(t *testing.T) {
 		got.Object != "chat.completion" || !strings.HasPrefix(got.ID, "chatcmpl-") {
 		t.Fatalf("got %s", body)
 	}
-	add := <-f.adds
+	add := testwait.Recv(t, f.adds, "the ADD")
 	if want := "<|user|>hey\n<|assistant|>"; string(textOf(add.PromptTokenIDs)) != textOf([]int64((&fakeTextTok{}).Encode(want, false))) {
 		t.Errorf("prompt %v", add.PromptTokenIDs)
 	}
@@ -262,7 +263,7 @@ func TestTextModelsAndErrors(t *testing.T) {
 	if code != 404 {
 		t.Fatalf("completions model 404: %d %s", code, body)
 	}
-	resp, err := ts.Client().Get(ts.URL + "/v1/models")
+	resp, err := testwait.HTTPClient.Get(ts.URL + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestNoTokenizer(t *testing.T) {
 			t.Errorf("%s: %d %s", path, code, body)
 		}
 	}
-	resp, err := ts.Client().Get(ts.URL + "/v1/models")
+	resp, err := testwait.HTTPClient.Get(ts.URL + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestTextStructuredOutputs(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%d %s", code, body)
 			}
-			add := <-f.adds
+			add := testwait.Recv(t, f.adds, "the ADD")
 			dec := msgpack.NewDecoder(bytes.NewReader(add.Sampling.StructuredOutputs))
 			n, err := dec.DecodeMapLen()
 			if err != nil || n*2 != len(tc.want) {
@@ -489,14 +490,14 @@ func TestTextGenerationDefaults(t *testing.T) {
 	if code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "top_k": 5}`); code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	add := <-f.adds
+	add := testwait.Recv(t, f.adds, "the ADD")
 	if sp := add.Sampling; sp.Temperature != 0.6 || sp.TopK != 5 || sp.MaxTokens.Value != 8 {
 		t.Fatalf("temperature %v top_k %d max_tokens %d", sp.Temperature, sp.TopK, sp.MaxTokens.Value)
 	}
 	if code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "temperature": 0}`); code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	add = <-f.adds
+	add = testwait.Recv(t, f.adds, "the second ADD")
 	if sp := add.Sampling; sp.Temperature != 0 || sp.MaxTokens.Value != 8 {
 		t.Fatalf("completions: temperature %v max_tokens %d", sp.Temperature, sp.MaxTokens.Value)
 	}

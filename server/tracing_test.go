@@ -15,6 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -99,11 +100,11 @@ func TestTracing(t *testing.T) {
 		"traceparent", "00-"+traceID+"-"+parentID+"-01", RankHeader, "1"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	traced := <-f.adds
+	traced := testwait.Recv(t, f.adds, "the traced request's ADD")
 	if resp, body := post(t, ts, `{"prompt": [5, 6], "max_tokens": 2, "stream": true}`); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	root := <-f.adds
+	root := testwait.Recv(t, f.adds, "the streamed request's ADD")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil { // flushes the batch
@@ -174,7 +175,7 @@ func TestNoTracingNoTraceHeaders(t *testing.T) {
 	if resp, body := post(t, ts, `{"prompt": [1], "max_tokens": 1}`, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	if req := <-f.adds; req.TraceHeaders != nil {
+	if req := testwait.Recv(t, f.adds, "the ADD"); req.TraceHeaders != nil {
 		t.Errorf("trace_headers %v with tracing off", req.TraceHeaders)
 	}
 }
@@ -206,7 +207,7 @@ func TestTraceHeadersEveryLayout(t *testing.T) {
 func TestServeTracing(t *testing.T) {
 	rcv := newOTLPReceiver(t)
 	s := startServer(t, func(c *Config) { c.OTLPTracesEndpoint = rcv.URL + "/v1/traces" })
-	resp, err := http.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1, 2], "max_tokens": 2}`))
+	resp, err := testwait.HTTPClient.Post("http://"+s.HTTPAddr()+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1, 2], "max_tokens": 2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestClientTracing(t *testing.T) {
 	}
 	for !h.nextOutputs(t).Outputs[0].Finished() {
 	}
-	engine := <-h.f.adds
+	engine := testwait.Recv(t, h.f.adds, "the ADD")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {
