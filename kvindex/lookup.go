@@ -33,6 +33,9 @@ type scratch struct {
 	cached  []int32  // per rank: cached tokens (max over block sizes)
 	any     []int32  // per rank: cached-or-pending tokens
 	touched []uint64 // ranks with an entry in cached/any
+	keys    [walkBatch]uint64
+	buckets [walkBatch]uint64
+	slots   [walkBatch]*slot
 }
 
 // fullBlocks is how many of the prompt's blocks of size bs can be keyed.
@@ -71,26 +74,61 @@ func (ix *Index) prepareScratch() {
 	}
 }
 
+// walkBatch bounds how many blocks a walk keys and probes before it steps through
+// them. Their table and slot loads do not depend on one another, so the CPU overlaps
+// their cache misses instead of paying them one after another. Batches start at 4
+// and double, so a prompt whose first block is unknown wastes little.
+const walkBatch = 16
+
 // walk matches the prompt's blocks of size bs against the index.
 func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 	n := fullBlocks(q, bs)
-	if n == 0 {
-		return
-	}
 	parent, e := ix.k.root(bs), ex.first
-	for i := range n {
-		key := ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
-		parent, e = key, ex.rest
-		si := ix.findSlot(key)
-		if si == noSlot {
-			ix.endWalk(i * bs)
-			return
+	for i0, size := 0, 4; i0 < n; i0, size = i0+size, min(2*size, walkBatch) {
+		m := min(size, n-i0)
+		for j := range m {
+			i := i0 + j
+			parent = ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
+			ix.sc.keys[j], e = parent, ex.rest
 		}
-		if !ix.step(ix.slots.at(si), i, bs, q.Now) {
-			return
+		ix.probeBatch(m)
+		for j := range m {
+			s := ix.sc.slots[j]
+			if s == nil {
+				ix.endWalk((i0 + j) * bs)
+				return
+			}
+			if !ix.step(s, i0+j, bs, q.Now) {
+				return
+			}
 		}
 	}
 	ix.endWalk(n * bs)
+}
+
+// probeBatch finds the slots of sc.keys[:m] (nil: not indexed). The home buckets
+// are loaded first, then the slots they name, each pass free of dependencies.
+func (ix *Index) probeBatch(m int) {
+	sc, n := &ix.sc, len(ix.ctab)
+	for j := range m {
+		sc.buckets[j] = ix.ctab[ctabHome(sc.keys[j], n)]
+	}
+	for j := range m {
+		b, key := sc.buckets[j], sc.keys[j]
+		sc.slots[j] = nil
+		if b == 0 {
+			continue
+		}
+		if b&tagMask == key&tagMask {
+			if s := ix.slots.at(uint32(b) - 1); s.key == key {
+				sc.slots[j] = s
+				continue
+			}
+		}
+		if si := ix.findSlot(key); si != noSlot { // the home bucket holds another key
+			sc.slots[j] = ix.slots.at(si)
+		}
+	}
 }
 
 // step narrows the matching ranks to block i's holders; false when none is left.

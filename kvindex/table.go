@@ -3,9 +3,10 @@ package kvindex
 // Two linear-probing tables, sized for their caps at New (see tableSize) so that they
 // never rehash, with backward-shift deletion so that they never fill with tombstones.
 //
-// ctab maps a content key to its slot. A bucket holds the key's low 32 bits beside
-// the slot number, so a probe compares in the table and touches the slot only on a
-// likely match. Its home is fastrange(key), from the high bits.
+// ctab maps a content key to its slot. A bucket holds the key's high 32 bits (its
+// tag) beside the slot number, so a probe compares in the table and touches the slot
+// only on a likely match. The home bucket is computed from the tag alone, so a
+// deletion shifts buckets without touching their slots.
 //
 // rtab maps (rank, vLLM hash) to a record. A bucket holds only the record number;
 // it is probed when events arrive, not when prompts are looked up.
@@ -21,11 +22,16 @@ func (ix *Index) findSlot(key uint64) uint32 {
 	return uint32(ix.ctab[i]) - 1
 }
 
+// ctabHome is the home bucket of a key or of a bucket: from the tag (high 32 bits).
+func ctabHome(tagged uint64, n int) int {
+	return int((tagged >> 32) * uint64(n) >> 32)
+}
+
 // probeSlot returns key's bucket, or -1 and the empty bucket where it would go.
 func (ix *Index) probeSlot(key uint64) (int, int) {
 	n := len(ix.ctab)
-	tag := key << 32
-	for i := fastrange(key, n); ; {
+	tag := key & tagMask
+	for i := ctabHome(key, n); ; {
 		b := ix.ctab[i]
 		if b == 0 {
 			return -1, i
@@ -46,7 +52,7 @@ func (ix *Index) slotFor(key uint64, fam uint8) uint32 {
 		return uint32(ix.ctab[i]) - 1
 	}
 	s := ix.newSlot(key, fam)
-	ix.ctab[empty] = key<<32 | uint64(s+1)
+	ix.ctab[empty] = key&tagMask | uint64(s+1)
 	return s
 }
 
@@ -76,7 +82,7 @@ func (ix *Index) shiftSlots(i int) {
 			if b == 0 {
 				return
 			}
-			if h := fastrange(ix.slots.at(uint32(b)-1).key, n); onPath(h, i, j) {
+			if h := ctabHome(b, n); onPath(h, i, j) {
 				ix.ctab[i] = b
 				i = j
 				break
