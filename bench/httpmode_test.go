@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // TestHTTPComparisonSmoke runs the four phases of --http in this process (no server
@@ -107,19 +108,21 @@ func TestHTTPServerTrace(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	go func() { done <- RunHTTPServer(sctx, HTTPServerConfig{System: "floor", Bench: cfg, Trace: path}, pw) }()
 	var info HTTPServerInfo
-	if err := json.NewDecoder(pr).Decode(&info); err != nil {
+	decoded := make(chan error, 1)
+	go func() { decoded <- json.NewDecoder(pr).Decode(&info) }()
+	if err := testwait.Recv(t, decoded, "the server's address line"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("a trace before the window opened: %v", err)
 	}
-	resp, err := http.Get("http://" + info.Control + "/snap")
+	resp, err := testwait.HTTPClient.Get("http://" + info.Control + "/snap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	stop()
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "RunHTTPServer to return after its context ends"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(path)
