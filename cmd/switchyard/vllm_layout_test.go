@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -44,11 +44,11 @@ func TestVLLMLayoutScript(t *testing.T) {
 			fixture := filepath.Join("..", "..", "wire", "testdata", "vllm-versions", files[b.Name]+".json")
 			stub := t.TempDir()
 			version := "0.33.1"
-			gen := exec.Command(py, "testdata/fake_vllm.py", fixture, filepath.Join("..", "..", "wire", "layouts", b.Name+".json"), stub, version)
+			gen := testwait.Command(t, testwait.Deadline, py, "testdata/fake_vllm.py", fixture, filepath.Join("..", "..", "wire", "layouts", b.Name+".json"), stub, version)
 			if msg, err := gen.CombinedOutput(); err != nil {
 				t.Fatalf("fake_vllm.py: %v\n%s", err, msg)
 			}
-			cmd := exec.Command(py, script)
+			cmd := testwait.Command(t, testwait.Deadline, py, script)
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+stub)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
