@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -92,7 +93,7 @@ func TestOutputTokensStayValid(t *testing.T) {
 	for i := range int64(100) {
 		reused[0] = i // the caller reuses its decode buffers
 		h.d.HandleOutputs(0, o)
-		out, err := s.Recv(context.Background())
+		out, err := s.Recv(waitCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +368,7 @@ func TestSlowConsumerIsAborted(t *testing.T) {
 	fast, _ := h.d.Submit(context.Background(), pinned("fast", 0))
 	for i := range int64(5) {
 		h.d.HandleOutputs(0, batch(0, tokOut("slow", i), tokOut("fast", i)))
-		if _, err := fast.Recv(context.Background()); err != nil {
+		if _, err := fast.Recv(waitCtx(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -440,7 +441,7 @@ func TestDrain(t *testing.T) {
 		}
 	}
 	h.d.HandleOutputs(0, batch(0, finOut("a", wire.FinishStop, 1)))
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "Drain to return"); err != nil {
 		t.Errorf("Drain: %v", err)
 	}
 	if _, err := recvAll(t, s); err != nil {
@@ -508,10 +509,10 @@ func TestRecvContext(t *testing.T) {
 		t.Errorf("Recv with a cancelled context: %v", err)
 	}
 	h.d.HandleOutputs(0, batch(0, finOut("a", wire.FinishStop, 1)))
-	if _, err := s.Recv(context.Background()); err != nil {
+	if _, err := s.Recv(waitCtx(t)); err != nil {
 		t.Error(err)
 	}
-	if _, err := s.Recv(context.Background()); err != io.EOF {
+	if _, err := s.Recv(waitCtx(t)); err != io.EOF {
 		t.Errorf("after the final output: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -68,7 +69,7 @@ func BenchmarkE2ELatency(b *testing.B) {
 		return request(id, 20)
 	})
 	close(stop)
-	bg.Wait()
+	testwait.Wait(b, &bg, "the ping loop to stop")
 	dispatcher.ReportPercentiles(b, "submit", submitLat)
 	dispatcher.ReportPercentiles(b, "deliver", deliverLat)
 	dispatcher.ReportPercentiles(b, "transport-rtt", pings)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -117,7 +118,7 @@ func newStack(t testing.TB, engineTransport string, dp int, o stackOpts) *stack 
 	t.Cleanup(func() {
 		_ = d.Close()
 		cancel()
-		mocks.Wait()
+		testwait.Wait(t, &mocks, "the mock engines to stop")
 		_ = f.Close()
 	})
 	for r := range dp {
@@ -201,6 +202,14 @@ func drive(t *testing.T, d *dispatcher.Dispatcher, prefix string, n, workers int
 	}
 	wg.Wait()
 	return res
+}
+
+// waitCtx ends after testwait.Deadline: the context for a Recv that would
+// otherwise wait with no end.
+func waitCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // expected is the mock engine's uninterrupted stream for the prompt [1, 2, 3] every
@@ -316,7 +325,7 @@ func TestE2EAbortThenReuseID(t *testing.T) {
 				cancel()
 				t.Fatalf("round %d: %v", round, err)
 			}
-			if _, err := s.Recv(context.Background()); err != nil {
+			if _, err := s.Recv(waitCtx(t)); err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
 			cancel()
@@ -333,7 +342,7 @@ func TestE2EAbortThenReuseID(t *testing.T) {
 					t.Fatalf("round %d resubmit: %v", round, err)
 				}
 				for {
-					_, err := s2.Recv(context.Background())
+					_, err := s2.Recv(waitCtx(t))
 					if errors.Is(err, io.EOF) {
 						break
 					}

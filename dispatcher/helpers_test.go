@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 	"go.uber.org/goleak"
 )
@@ -166,6 +167,14 @@ func finOut(id string, f wire.FinishReason, toks ...int64) wire.EngineCoreOutput
 
 func batch(rank int, outs ...wire.EngineCoreOutput) *wire.EngineCoreOutputs {
 	return &wire.EngineCoreOutputs{EngineIndex: int64(rank), Outputs: outs}
+}
+
+// waitCtx ends after testwait.Deadline: the context for a call, such as a Stream's
+// Recv, that would otherwise wait with no end.
+func waitCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // recvAll reads a stream to its end, returning every output and the terminal error

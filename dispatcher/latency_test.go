@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -43,7 +44,7 @@ func PacedLatency(b *testing.B, d *Dispatcher, sentAt *sync.Map, rate, workers i
 			}
 		}
 	})
-	defer func() { close(stop); pacer.Wait() }()
+	defer func() { close(stop); testwait.Wait(b, &pacer, "the pacer to stop") }()
 
 	var mu sync.Mutex
 	var next atomic.Int64

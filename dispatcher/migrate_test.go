@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -296,8 +297,10 @@ func TestMigratePinnedAndDuringDrain(t *testing.T) {
 	h.s.next(t, wire.RequestAdd)
 	drained := make(chan error, 1)
 	go func() { drained <- h.d.Drain(context.Background()) }()
-	for !h.d.draining.Load() {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(testwait.Deadline); !h.d.draining.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Drain never started")
+		}
 	}
 	h.d.EngineDown(0, errors.New("dead"))
 	add := h.s.next(t, wire.RequestAdd)
@@ -313,7 +316,7 @@ func TestMigratePinnedAndDuringDrain(t *testing.T) {
 	if _, err := recvAll(t, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-drained; err != nil {
+	if err := testwait.Recv(t, drained, "Drain to return"); err != nil {
 		t.Fatal(err)
 	}
 }

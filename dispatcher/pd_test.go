@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -314,7 +315,7 @@ func TestPDCallbackAndClose(t *testing.T) {
 	}
 	p := h.pre.s.next(t, wire.RequestAdd)
 	h.dec.d.Close()
-	if err := <-got; !errors.Is(err, ErrClosed) {
+	if err := testwait.Recv(t, got, "the callback's error"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("callback error %v", err)
 	}
 	ab := h.pre.s.next(t, wire.RequestAbort)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -216,14 +217,14 @@ func newSim(t testing.TB, cfg Config, n int, tune ...func(*simEngine)) *sim {
 	var driver sync.WaitGroup
 	t.Cleanup(func() {
 		close(stopDriver)
-		driver.Wait()
+		testwait.Wait(t, &driver, "the lockstep driver to stop")
 		_ = d.Close()
 		for _, e := range s.engines {
 			select {
 			case <-e.done:
 			default:
 				close(e.kill)
-				<-e.done
+				testwait.Closed(t, e.done, fmt.Sprintf("rank %d's engine to stop", e.rank))
 			}
 		}
 	})
@@ -262,9 +263,10 @@ func runLoad(t testing.TB, s *sim, n, workers int, midway func()) []simResult {
 	var next, completed atomic.Int64
 	var once sync.Once
 	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds every worker, so wg.Wait
+	defer cancel()
 	for range workers {
 		wg.Go(func() {
-			ctx := context.Background()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n {

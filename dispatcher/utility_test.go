@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -67,7 +68,7 @@ func TestUtilityFansOutAndAgrees(t *testing.T) {
 	for _, fr := range frames {
 		answer(t, h, fr, false)
 	}
-	r := <-reply
+	r := testwait.Recv(t, reply, "the utility call's reply")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -89,7 +90,7 @@ func TestUtilityArgsAndDisagreement(t *testing.T) {
 	}
 	answer(t, h, a, true)
 	answer(t, h, b, false)
-	r := <-reply
+	r := testwait.Recv(t, reply, "the utility call's reply")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -115,7 +116,7 @@ func TestUtilityWaitsForAllBeforeFailing(t *testing.T) {
 	default:
 	}
 	answer(t, h, b, nil)
-	r := <-reply
+	r := testwait.Recv(t, reply, "the utility call's reply")
 	var ce *UtilityCallError
 	if !errors.As(r.err, &ce) || ce.Rank != a.rank || ce.Msg != "Call to sleep method failed: boom" {
 		t.Fatalf("err %v", r.err)
@@ -136,7 +137,7 @@ func TestUtilityTimeoutNamesMissingRanks(t *testing.T) {
 				answer(t, h, fr, false)
 			}
 		}
-		r := <-reply // the fake clock jumps to the timeout once everyone is blocked
+		r := testwait.Recv(t, reply, "the utility call's reply") // the fake clock jumps to the 5s timeout once everyone is blocked
 		var te *UtilityTimeoutError
 		if !errors.As(r.err, &te) || !cmp.Equal(te.MissingRanks, []int{1}) {
 			t.Fatalf("err %v", r.err)
@@ -157,7 +158,7 @@ func TestUtilityCancelUnregisters(t *testing.T) {
 	fr := h.s.next(t, wire.RequestUtility)
 	h.s.next(t, wire.RequestUtility)
 	cancel()
-	if r := <-reply; !errors.Is(r.err, context.Canceled) {
+	if r := testwait.Recv(t, reply, "the utility call's reply"); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("err %v", r.err)
 	}
 	if n := h.d.util.pending(); n != 0 {
@@ -177,7 +178,7 @@ func TestUtilityEngineDownAndSendFailure(t *testing.T) {
 	}
 	answer(t, h, a, false)
 	h.d.EngineDown(b.rank, errors.New("ENGINE_CORE_DEAD"))
-	r := <-reply
+	r := testwait.Recv(t, reply, "the utility call's reply")
 	var down *EngineDownError
 	if !errors.As(r.err, &down) || down.Rank != 1 {
 		t.Errorf("err %v, want rank 1 down among the failures", r.err)
@@ -207,7 +208,7 @@ func TestUtilityDeepResultRefused(t *testing.T) {
 	deep := append(bytes.Repeat([]byte{0x91}, wire.MaxMsgpackDepth+1), 0xc0)
 	h.d.HandleOutputs(fr.rank, &wire.EngineCoreOutputs{EngineIndex: int64(fr.rank),
 		UtilityOutput: &wire.UtilityOutput{CallID: fr.callID, HasResult: true, Result: deep}})
-	r := <-reply
+	r := testwait.Recv(t, reply, "the utility call's reply")
 	var ue *UtilityCallError
 	if !errors.As(r.err, &ue) || !errors.Is(r.err, wire.ErrMsgpackTooDeep) || r.res.Results[0].Value != nil {
 		t.Fatalf("deep result: %v %+v", r.err, r.res)
