@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // TestConcurrentRegistration: many workers of several engines register at
@@ -81,9 +83,9 @@ func TestConcurrentRegistration(t *testing.T) {
 			}
 		}
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the concurrent registrations")
 	stopSweeps()
-	sweeps.Wait()
+	testwait.Wait(t, &sweeps, "the probe sweeps to stop")
 
 	_, body := httpDo(t, "GET", ts.URL+"/query", "")
 	var q map[string]struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/etcdtest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,7 +34,7 @@ func sharedServer(t *testing.T, cli *clientv3.Client, prefix string) (url string
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(ctx) }()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
+	stop = func() { once.Do(func() { cancel(); testwait.Recv(t, done, "the shared server to stop") }) }
 	t.Cleanup(stop)
 	return "http://" + addr.String(), stop
 }
@@ -147,7 +148,7 @@ func TestEtcdStoreConcurrentRegistrations(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the racing registrations")
 	if ok.Load() != 1 || refused.Load() != n-1 {
 		t.Fatalf("one dp rank raced through two frontends: %d accepted, %d refused; want 1 and %d", ok.Load(), refused.Load(), n-1)
 	}
@@ -158,7 +159,7 @@ func TestEtcdStoreConcurrentRegistrations(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the registrations on distinct dp ranks")
 	qa, qb := queryOf(t, urls[0]), queryOf(t, urls[1])
 	if len(qa) != n+1 || len(qb) != n+1 {
 		t.Fatalf("engines: A %d, B %d, want %d", len(qa), len(qb), n+1)

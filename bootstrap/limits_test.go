@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 func regSizes(id string, dp, tp, pp int, addr string, tpSize, ppSize int) string {
@@ -222,7 +224,7 @@ func TestConcurrentTakeoverHints(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			testwait.Wait(t, &wg, "the registrants")
 			if live {
 				// One wins; the others are refused, truthfully: the winner
 				// answered their probes.
@@ -271,7 +273,7 @@ func TestConcurrentWorkersTakeOver(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the workers taking over")
 	if _, body := do(t, h, "GET", "/query", ""); !strings.Contains(body, `"engine_id":"NEW"`) || strings.Count(body, "tcp://10.0.0.2:") != 8 {
 		t.Fatalf("/query %s", body)
 	}

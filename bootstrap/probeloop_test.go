@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // TestProbeLoop runs the periodic prober on synctest's fake clock: a worker
@@ -48,6 +50,6 @@ func TestProbeLoop(t *testing.T) {
 			t.Fatalf("dead engine kept past retention: %s", body)
 		}
 		cancel()
-		<-done
+		testwait.Recv(t, done, "the probe loop to end after cancel")
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // fakeWorker is a real TCP listener standing in for a vLLM worker's ZeroMQ
@@ -35,7 +37,7 @@ func fakeWorker(t *testing.T) (addr string, stop func()) {
 		}
 	}()
 	var once sync.Once
-	stop = func() { once.Do(func() { ln.Close(); <-done }) }
+	stop = func() { once.Do(func() { ln.Close(); testwait.Recv(t, done, "the fake worker's accept loop") }) }
 	t.Cleanup(stop)
 	return "tcp://" + ln.Addr().String(), stop
 }
@@ -47,7 +49,7 @@ func httpDo(t *testing.T, method, url, body string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
