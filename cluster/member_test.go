@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/etcdtest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -50,7 +51,7 @@ func TestJoinAssignsStableIndexes(t *testing.T) {
 			m.Close()
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the members joining at once")
 	seen := map[int]bool{}
 	for _, g := range got {
 		seen[g] = true
@@ -168,7 +169,7 @@ func TestLeaderFailover(t *testing.T) {
 	// Graceful: Close revokes the lease.
 	stopped := time.Now()
 	cands[second].stop()
-	<-cands[second].done
+	testwait.Recv(t, cands[second].done, "the second leader's Lead to return")
 	cands[second].m.Close()
 	third, at := waitLeader(second)
 	t.Logf("leader %s stopped: %s leads after %v", second, third, at.Sub(stopped))
@@ -191,7 +192,7 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatalf("live members %+v, want only %s", members, third)
 	}
 	cands[third].stop()
-	<-cands[third].done
+	testwait.Recv(t, cands[third].done, "the third leader's Lead to return")
 	cands[third].m.Close()
 }
 
