@@ -113,7 +113,9 @@ func TestServeKVPolicyFollowsEveryRelease(t *testing.T) {
 	}
 }
 
-// Without events, the prefix policy remembers what it routed.
+// Without events, the prefix policy remembers what it routed. The history is long
+// enough that its cache outweighs one request of load noise (stats that still count
+// a finished request), as a conversation's history does.
 func TestServePrefixPolicyKeepsAConversationTogether(t *testing.T) {
 	s := startServer(t, func(c *Config) {
 		c.LBPolicy = "prefix"
@@ -121,10 +123,10 @@ func TestServePrefixPolicyKeepsAConversationTogether(t *testing.T) {
 	})
 	base := "http://" + s.HTTPAddr()
 	for conv := range 3 {
-		history := prompt(100*(conv+1), 48)
+		history := prompt(1000*(conv+1), 512)
 		first := complete(t, base, history, -1)
 		for turn := range 4 {
-			history = append(history, prompt(5000+turn*10, 20)...)
+			history = append(history, prompt(50000+turn*100, 64)...)
 			if got := complete(t, base, history, -1); got != first {
 				t.Fatalf("conversation %d turn %d went to %s, its history is on %s", conv, turn, got, first)
 			}

@@ -34,6 +34,9 @@ func TestRouterPeerAddr(t *testing.T) {
 	if a := pa.PeerAddr(frames[0]); !strings.HasPrefix(a, "127.0.0.1:") {
 		t.Fatalf("PeerAddr = %q, want 127.0.0.1:PORT", a)
 	}
+	if n := r.(PeerCounter).PeerCount(); n != 1 {
+		t.Fatalf("PeerCount = %d, want 1", n)
+	}
 	if a := pa.PeerAddr([]byte{9, 9}); a != "" {
 		t.Fatalf("PeerAddr of an unknown identity = %q", a)
 	}

@@ -457,6 +457,19 @@ func (s *socket) Close() error {
 
 func (s *socket) Addr() string { return s.addr }
 
+// PeerCount is how many peers are connected now.
+func (s *socket) PeerCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.peers {
+		if !p.gone && !p.joining {
+			n++
+		}
+	}
+	return n
+}
+
 // PeerAddr returns the remote address of the ROUTER peer with identity id ("" when
 // none is connected). The frontend keeps the host an engine's handshake came from:
 // an engine that publishes KV events on a wildcard address is reached there.

@@ -94,6 +94,12 @@ type PeerAddrer interface {
 	PeerAddr(identity []byte) string
 }
 
+// PeerCounter is implemented by sockets that can tell how many peers are connected:
+// a bound SUB has no other way to know that a publisher has reached it.
+type PeerCounter interface {
+	PeerCount() int
+}
+
 // BatchSender is implemented by sockets that can write several queued messages with
 // one system call. Callers use the package function SendBatch, which falls back to
 // one Send per message for sockets that cannot.

@@ -13,27 +13,81 @@ import (
 // high-water mark can drop every other message.
 const gapLogEvery = 10 * time.Second
 
+// all is the upto of a replay that takes whatever the buffer holds.
+const all = wire.KVReplayEndSeq
+
+// received is one Recv's result, handed from the reader to the rank's goroutine.
+type received struct {
+	frames [][]byte
+	err    error
+}
+
 // receive applies the publisher's messages in seq order until the connection or the
-// subscription ends.
+// subscription ends. While the publisher is quiet it asks the replay buffer for
+// what the SUB may have missed: a PUB drops what it publishes before our
+// subscription reaches it (a slow joiner), and a lost last message leaves no later
+// one to reveal the gap.
 func (r *rankSub) receive(sock transport.Socket, dec *wire.KVBatchDecoder, tr *tracker) {
-	for {
-		frames, err := sock.Recv()
-		if err != nil {
-			var left *transport.PeerLeftError
-			if errors.As(err, &left) && r.target.Endpoint.Bind {
-				continue // a bound SUB outlives one engine connection
+	msgs := make(chan received, 64)
+	go func() {
+		defer close(msgs)
+		for {
+			frames, err := sock.Recv()
+			select {
+			case msgs <- received{frames, err}:
+			case <-r.ctx.Done():
+				return
 			}
+			var left *transport.PeerLeftError
+			if err != nil && !(errors.As(err, &left) && r.target.Endpoint.Bind) {
+				return
+			}
+		}
+	}()
+	// The reader ends once the socket is closed (by the caller, or by halt).
+	defer func() {
+		sock.Close()
+		for range msgs {
+		}
+	}()
+	idle := time.NewTimer(r.s.cfg.CatchUp)
+	defer idle.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok || !r.handle(m, dec, tr) {
+				return
+			}
+		case <-idle.C:
+			if r.target.Replay != "" {
+				r.catchUp(dec, tr)
+			}
+		case <-r.ctx.Done():
 			return
 		}
-		_, seq, payload, err := wire.ParseKVEventMessage(frames)
-		if err != nil {
-			r.bad.Add(1)
-			continue
-		}
-		r.connected.Store(true)
-		r.sequence(seq, dec, tr)
-		r.apply(seq, payload, dec)
+		idle.Reset(r.s.cfg.CatchUp)
 	}
+}
+
+// handle applies one received message; false ends the connection.
+func (r *rankSub) handle(m received, dec *wire.KVBatchDecoder, tr *tracker) bool {
+	if m.err != nil {
+		var left *transport.PeerLeftError
+		// A bound SUB outlives one engine connection.
+		return errors.As(m.err, &left) && r.target.Endpoint.Bind
+	}
+	_, seq, payload, err := wire.ParseKVEventMessage(m.frames)
+	if err != nil {
+		r.bad.Add(1)
+		return true
+	}
+	r.connected.Store(true)
+	if tr.duplicate(seq) {
+		return true // a catch-up replay applied it already
+	}
+	r.sequence(seq, dec, tr)
+	r.apply(seq, payload, dec)
+	return true
 }
 
 // sequence brings the index up to seq before seq itself is applied: a replay of
@@ -46,10 +100,13 @@ func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
 		// Joined late (switchyard restarted, or the engine published before we
 		// subscribed): what the buffer still holds fills the index. A buffer that no
 		// longer reaches back to 0 leaves blocks out, which only predicts too few hits.
-		r.replay(0, seq, dec)
+		r.replay(0, seq, dec, true)
 	case v == gap:
 		r.gaps.Add(1)
-		covered := r.target.Replay != "" && r.replay(want, seq, dec)
+		covered := false
+		if r.target.Replay != "" {
+			_, covered = r.replay(want, seq, dec, false)
+		}
 		if now := time.Now(); now.Sub(r.lastGapLog) >= gapLogEvery {
 			r.lastGapLog = now
 			r.s.cfg.Logger.Warn("kv events: gap in the publisher's sequence", "rank", r.rank,
@@ -61,6 +118,25 @@ func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
 	case v == wentBack:
 		r.s.cfg.Logger.Info("kv events: sequence went back (the engine restarted); clearing its index", "rank", r.rank, "seq", seq)
 		r.s.sink.KVClear(r.rank, "restart")
+		// What the new engine published before we were back is in its buffer, as
+		// for a late join.
+		if seq > 0 && r.target.Replay != "" {
+			r.replay(0, seq, dec, true)
+		}
+	}
+}
+
+// catchUp applies what the replay buffer holds past the last message seen. A
+// buffer that no longer reaches back to it is a gap no replay covers.
+func (r *rankSub) catchUp(dec *wire.KVBatchDecoder, tr *tracker) {
+	from := uint64(tr.last() + 1)
+	next, ok := r.replay(from, all, dec, !tr.started)
+	if next > from {
+		tr.caughtUp(next)
+	}
+	if !ok && tr.started {
+		r.gaps.Add(1)
+		r.s.sink.KVClear(r.rank, "gap")
 	}
 }
 
@@ -74,60 +150,77 @@ func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
 	r.s.sink.KVBatch(r.rank, b)
 }
 
-// replay asks the rank's replay ROUTER for [from, upto) and applies it in order. It
-// reports whether the whole range was applied; the caller clears the index if not.
-func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder) bool {
-	r.replays.Add(1)
-	cfg := r.s.cfg
-	opt := transport.Options{MaxMessageSize: cfg.MaxMessageSize, DialTimeout: cfg.ReplayTimeout}
-	sock, err := cfg.Network.Dial(r.ctx, transport.Dealer, r.target.Replay, opt)
-	if err != nil {
-		cfg.Logger.Warn("kv events: replay endpoint not reachable", "rank", r.rank, "replay", r.target.Replay, "err", err)
-		return false
+// replay asks the rank's replay ROUTER for [from, upto) (upto all: whatever it
+// holds) and applies it in order. It returns the seq after the last one applied and
+// whether the range was covered from its start; the caller clears the index if not.
+// With partial (an index that holds nothing of this stream yet), a buffer that no
+// longer reaches back to from is applied from its oldest message on.
+func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bool) (next uint64, ok bool) {
+	sock := r.openReplay()
+	if sock == nil {
+		return from, false
 	}
-	// Recv has no deadline of its own: closing the socket ends it, at the deadline
-	// or when the subscription is halted (closeSock).
-	r.sockMu.Lock()
-	if r.ctx.Err() != nil {
-		r.sockMu.Unlock()
-		sock.Close()
-		return false
-	}
-	r.replaySock = sock
-	r.sockMu.Unlock()
-	stop := time.AfterFunc(cfg.ReplayTimeout, func() { sock.Close() })
-	defer func() {
-		stop.Stop()
-		r.sockMu.Lock()
-		r.replaySock = nil
-		r.sockMu.Unlock()
-		sock.Close()
-	}()
+	defer r.closeReplay(sock)
 	if err := sock.Send(nil, wire.AppendKVSeq(nil, from)); err != nil {
-		return false
+		return from, false
 	}
-	next := from
-	for n := 0; n < cfg.MaxReplay; n++ {
+	r.replays.Add(1)
+	next = from
+	for n := 0; n < r.s.cfg.MaxReplay; n++ {
 		frames, err := sock.Recv()
 		if err != nil || len(frames) != 3 || len(frames[1]) != 8 {
-			return false
+			return next, false
 		}
 		seq := binary.BigEndian.Uint64(frames[1])
+		if partial && next == from && seq > next && seq != wire.KVReplayEndSeq {
+			next = seq // the oldest message the buffer still holds
+		}
 		switch {
 		case seq == wire.KVReplayEndSeq:
-			return next >= upto
+			return next, upto == all || next >= upto
 		case seq < next:
 			continue // already applied
 		case seq > next:
-			return false // the buffer no longer holds next
+			return next, false // the buffer no longer holds next
 		case seq < upto:
 			r.apply(seq, frames[2], dec)
 			next++
 		}
 		// Messages at or past upto arrive on the SUB as well; the replay is done.
-		if next >= upto {
-			return true
+		if upto != all && next >= upto {
+			return next, true
 		}
 	}
-	return false
+	return next, false
+}
+
+// openReplay dials the replay ROUTER for one replay, registered so that halt can
+// close it; nil when it cannot be reached or the subscription is ending.
+func (r *rankSub) openReplay() transport.Socket {
+	cfg := r.s.cfg
+	opt := transport.Options{MaxMessageSize: cfg.MaxMessageSize, DialTimeout: cfg.ReplayTimeout}
+	sock, err := cfg.Network.Dial(r.ctx, transport.Dealer, r.target.Replay, opt)
+	if err != nil {
+		cfg.Logger.Debug("kv events: replay endpoint not reachable", "rank", r.rank, "replay", r.target.Replay, "err", err)
+		return nil
+	}
+	r.sockMu.Lock()
+	defer r.sockMu.Unlock()
+	if r.ctx.Err() != nil {
+		sock.Close()
+		return nil
+	}
+	r.replaySock = sock
+	// Recv has no deadline of its own: closing the socket ends it, at the deadline
+	// or when the subscription is halted (closeSock).
+	r.replayStop = time.AfterFunc(cfg.ReplayTimeout, func() { sock.Close() })
+	return sock
+}
+
+func (r *rankSub) closeReplay(sock transport.Socket) {
+	r.sockMu.Lock()
+	r.replayStop.Stop()
+	r.replaySock, r.replayStop = nil, nil
+	r.sockMu.Unlock()
+	sock.Close()
 }

@@ -45,6 +45,9 @@ type Config struct {
 	Retry time.Duration
 	// MaxReplay bounds the messages one replay applies. 0 = 100,000.
 	MaxReplay int
+	// CatchUp: after this long without a message, the replay buffer is asked for
+	// what the SUB may have missed (needs a replay endpoint). 0 = 1 s.
+	CatchUp time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -65,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplay <= 0 {
 		c.MaxReplay = 100_000
+	}
+	if c.CatchUp <= 0 {
+		c.CatchUp = time.Second
 	}
 	return c
 }
@@ -138,7 +144,7 @@ func (s *Subscriber) Status(rank int) (Status, bool) {
 		return Status{}, false
 	}
 	return Status{
-		Endpoint: r.target.Endpoint.Addr, Connected: r.connected.Load(), LastSeq: r.lastSeq.Load(),
+		Endpoint: r.target.Endpoint.Addr, Connected: r.isConnected(), LastSeq: r.lastSeq.Load(),
 		Gaps: r.gaps.Load(), Replays: r.replays.Load(), Undecodable: r.bad.Load(),
 	}, true
 }
@@ -169,6 +175,7 @@ type rankSub struct {
 	sockMu     sync.Mutex
 	sock       transport.Socket
 	replaySock transport.Socket // open only during a replay
+	replayStop *time.Timer      // its deadline
 
 	connected                  atomic.Bool
 	lastSeq                    atomic.Int64
@@ -192,6 +199,20 @@ func (r *rankSub) closeSock() {
 	if r.replaySock != nil {
 		r.replaySock.Close()
 	}
+}
+
+// isConnected: a dialled publisher is connected while its connection lasts; a bound
+// SUB while an engine's PUB is connected to it.
+func (r *rankSub) isConnected() bool {
+	if !r.target.Endpoint.Bind {
+		return r.connected.Load()
+	}
+	r.sockMu.Lock()
+	defer r.sockMu.Unlock()
+	if pc, ok := r.sock.(transport.PeerCounter); ok && r.sock != nil {
+		return pc.PeerCount() > 0
+	}
+	return r.connected.Load()
 }
 
 func (r *rankSub) setSock(sock transport.Socket) bool {

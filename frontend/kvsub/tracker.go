@@ -18,6 +18,24 @@ const (
 type tracker struct {
 	started bool
 	next    uint64 // the seq expected next
+	// skipBelow: after a catch-up replay, SUB messages below it were applied
+	// already; the window closes at the first in-order message.
+	skipBelow uint64
+}
+
+// caughtUp records that a replay applied everything before next.
+func (t *tracker) caughtUp(next uint64) {
+	t.started = true
+	t.next, t.skipBelow = next, next
+}
+
+// duplicate reports whether seq was applied by a catch-up replay already.
+func (t *tracker) duplicate(seq uint64) bool {
+	if seq < t.skipBelow {
+		return true
+	}
+	t.skipBelow = 0
+	return false
 }
 
 // observe classifies seq and moves the expectation past it. For a gap, want is the
