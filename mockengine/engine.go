@@ -158,7 +158,7 @@ func (c Config) Validate() error {
 	case c.KVEvents.Enabled() && c.KVCacheBlocks == 0:
 		return errors.New("mockengine: config KVEvents needs a prefix cache (KVCacheBlocks > 0)")
 	case c.KVEvents.Enabled():
-		return c.KVEvents.validate(c.Rank)
+		return c.KVEvents.validate(c.Rank, c.DataParallelSize)
 	}
 	return nil
 }

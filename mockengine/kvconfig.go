@@ -158,8 +158,8 @@ func kvBinds(endpoint string) bool {
 		strings.HasPrefix(endpoint, "ipc://") || strings.HasPrefix(endpoint, "inproc://")
 }
 
-// validate checks k for the engine of rank.
-func (k KVEventsConfig) validate(rank int) error {
+// validate checks k for the engine of rank among size ranks.
+func (k KVEventsConfig) validate(rank, size int) error {
 	for _, ep := range []string{k.Endpoint, k.ReplayEndpoint} {
 		if strings.HasPrefix(ep, "inproc://") {
 			return errKVInproc
@@ -168,7 +168,26 @@ func (k KVEventsConfig) validate(rank int) error {
 			return err
 		}
 	}
+	// vLLM offsets both ports by the rank, so ports closer than the number of
+	// ranks collide (5557 and 5558 with two ranks: rank 1's PUB is rank 0's
+	// replay ROUTER). vLLM finds out when the second bind fails; say it now.
+	p, okP := tcpPort(k.Endpoint)
+	r, okR := tcpPort(k.ReplayEndpoint)
+	if okP && okR && max(p-r, r-p) < size {
+		return fmt.Errorf("mockengine: kv events endpoint %s and replay endpoint %s: with %d ranks, each offset by its rank, their ports collide",
+			k.Endpoint, k.ReplayEndpoint, size)
+	}
 	return nil
+}
+
+// tcpPort is a tcp endpoint's port.
+func tcpPort(ep string) (int, bool) {
+	i := strings.LastIndexByte(ep, ':')
+	if !strings.HasPrefix(ep, "tcp://") || i < 0 {
+		return 0, false
+	}
+	p, err := strconv.Atoi(ep[i+1:])
+	return p, err == nil
 }
 
 // kvEventsMsgpack is KVEventsConfig as msgspec writes the dataclass: a map of

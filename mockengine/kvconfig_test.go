@@ -93,6 +93,18 @@ func TestConfigValidateKV(t *testing.T) {
 			c.KVCacheBlocks, c.KVEvents = 100, KVEventsConfig{Enable: true, Endpoint: "inproc://kv"}
 		}, false},
 		{"negative", func(c *Config) { c.KVCacheBlocks = -1 }, false},
+		{"vLLM's example ports, one rank", func(c *Config) {
+			c.KVCacheBlocks = 100
+			c.KVEvents = KVEventsConfig{Enable: true, Endpoint: "tcp://*:5557", ReplayEndpoint: "tcp://*:5558"}
+		}, true},
+		{"vLLM's example ports, two ranks collide", func(c *Config) {
+			c.KVCacheBlocks, c.DataParallelSize = 100, 2
+			c.KVEvents = KVEventsConfig{Enable: true, Endpoint: "tcp://*:5557", ReplayEndpoint: "tcp://*:5558"}
+		}, false},
+		{"ports apart by the ranks", func(c *Config) {
+			c.KVCacheBlocks, c.DataParallelSize, c.Rank = 100, 4, 3
+			c.KVEvents = KVEventsConfig{Enable: true, Endpoint: "tcp://*:5557", ReplayEndpoint: "tcp://*:5561"}
+		}, true},
 	}
 	for _, tt := range tests {
 		c := base

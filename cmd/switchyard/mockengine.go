@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,6 +26,10 @@ func mockEngineCommand() *cli.Command {
 		Usage: "run one protocol-exact mock vLLM engine core that connects to a frontend",
 		Description: "Joins `switchyard serve --handshake-address tcp://H:P --data-parallel-size N` (or vLLM's own\n" +
 			"frontend) as rank --data-parallel-rank, and answers requests with deterministic tokens.\n" +
+			"With --kv-cache-blocks it simulates vLLM's prefix cache (LRU over --block-size blocks; a prefill\n" +
+			"takes --prefill-us-per-token per uncached prompt token, one prefill at a time), and with\n" +
+			"--kv-events-config it publishes the cache's KV events as `vllm serve --kv-events-config` does:\n" +
+			"a PUB (port + rank) and a replay ROUTER, in the encoding of --vllm-layout's release.\n" +
 			"SIGTERM/SIGINT: leaves like a stopped engine (no ENGINE_CORE_DEAD), exit 0.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "handshake-address", Value: def.HandshakeAddress,
@@ -55,6 +60,17 @@ func mockEngineCommand() *cli.Command {
 					"decode (refuses a do_remote_prefill request whose handle does not match its prompt, counts local prefills); empty = none"},
 			&cli.StringFlag{Name: "lockstep-dir",
 				Usage: "emulate a MoE lockstep group: every rank given this directory steps only while all --data-parallel-size ranks are alive (a rank that dies blocks the others, as in a collective)"},
+			&cli.IntFlag{Name: "kv-cache-blocks", Category: "prefix cache",
+				Usage: "simulate a prefix cache of this many blocks (registered as num_gpu_blocks); 0 = none, no prefill time, no KV events"},
+			&cli.IntFlag{Name: "block-size", Value: mockengine.DefaultBlockSize, Category: "prefix cache",
+				Usage: "tokens per KV cache block (vLLM's --block-size)"},
+			&cli.FloatFlag{Name: "prefill-us-per-token", Category: "prefix cache",
+				Usage: "prefill time in microseconds per prompt token not found in the cache; prefills run one at a time, in arrival order"},
+			&cli.StringFlag{Name: "kv-events-config", Category: "prefix cache",
+				Usage: "publish KV events, vLLM's JSON form: '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", " +
+					"\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\", \"topic\": \"\"}' (needs --kv-cache-blocks)"},
+			&cli.BoolFlag{Name: "kv-hash-bytes", Category: "prefix cache",
+				Usage: "publish 32-byte block hashes, as vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 (default: 64-bit ints)"},
 			&cli.StringFlag{Name: "vllm-layout", Value: "newest",
 				Usage: "the vLLM release whose wire layout the engine speaks: a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") or a layout file"},
 			&cli.IntFlag{Name: "die-after-steps", Category: "faults",
@@ -88,6 +104,9 @@ func mockEngineCommand() *cli.Command {
 			cfg.LockstepDir = cmd.String("lockstep-dir")
 			cfg.Reconnect, cfg.Reregister = cmd.Bool("reconnect"), cmd.Bool("reregister")
 			cfg.Role = cmd.String("pd-role")
+			if err := prefixCacheFlags(cmd, &cfg); err != nil {
+				return err
+			}
 			cfg.Faults = mockengine.Faults{
 				DieAfterSteps:     cmd.Int("die-after-steps"),
 				ExitAfterSteps:    cmd.Int("exit-after-steps"),
@@ -125,7 +144,7 @@ func mockEngineCommand() *cli.Command {
 			cfg.Layout = l
 			log.Info("mock engine starting", "handshake_address", cfg.HandshakeAddress, "rank", cfg.Rank,
 				"data_parallel_size", cfg.DataParallelSize, "step", cfg.StepInterval, "tokens_per_step", cfg.TokensPerStep,
-				"vllm_layout", l.String())
+				"vllm_layout", l.String(), "kv_cache_blocks", cfg.KVCacheBlocks, "kv_events", cfg.KVEvents.Enabled())
 			if err := mockengine.Run(ctx, cfg); err != nil {
 				return err
 			}
@@ -133,6 +152,21 @@ func mockEngineCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// prefixCacheFlags applies the prefix cache flags to cfg.
+func prefixCacheFlags(cmd *cli.Command, cfg *mockengine.Config) error {
+	cfg.KVCacheBlocks, cfg.BlockSize = cmd.Int("kv-cache-blocks"), cmd.Int("block-size")
+	cfg.PrefillPerToken = time.Duration(cmd.Float("prefill-us-per-token") * float64(time.Microsecond))
+	cfg.KVHashBytes = cmd.Bool("kv-hash-bytes")
+	if s := cmd.String("kv-events-config"); s != "" {
+		k, err := mockengine.ParseKVEventsConfig(s)
+		if err != nil {
+			return fmt.Errorf("--kv-events-config: %w", err)
+		}
+		cfg.KVEvents = k
+	}
+	return nil
 }
 
 // msDuration converts a --step-ms value.
