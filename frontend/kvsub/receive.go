@@ -105,7 +105,7 @@ func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
 		r.gaps.Add(1)
 		covered := false
 		if r.target.Replay != "" {
-			_, covered = r.replay(want, seq, dec, false)
+			_, covered, _ = r.replay(want, seq, dec, false)
 		}
 		if now := time.Now(); now.Sub(r.lastGapLog) >= gapLogEvery {
 			r.lastGapLog = now
@@ -127,14 +127,16 @@ func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
 }
 
 // catchUp applies what the replay buffer holds past the last message seen. A
-// buffer that no longer reaches back to it is a gap no replay covers.
+// buffer that no longer reaches back to it is a gap no replay covers. A ROUTER that
+// cannot be reached or does not answer proves no gap (the publisher may just be
+// quiet): the next message's seq tells.
 func (r *rankSub) catchUp(dec *wire.KVBatchDecoder, tr *tracker) {
 	from := uint64(tr.last() + 1)
-	next, ok := r.replay(from, all, dec, !tr.started)
+	next, _, hole := r.replay(from, all, dec, !tr.started)
 	if next > from {
 		tr.caughtUp(next)
 	}
-	if !ok && tr.started {
+	if hole && tr.started {
 		r.gaps.Add(1)
 		r.s.sink.KVClear(r.rank, "gap")
 	}
@@ -153,23 +155,25 @@ func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
 // replay asks the rank's replay ROUTER for [from, upto) (upto all: whatever it
 // holds) and applies it in order. It returns the seq after the last one applied and
 // whether the range was covered from its start; the caller clears the index if not.
+// hole reports that the buffer answered without holding next (a gap for certain),
+// as opposed to a ROUTER that could not be reached or did not answer in time.
 // With partial (an index that holds nothing of this stream yet), a buffer that no
 // longer reaches back to from is applied from its oldest message on.
-func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bool) (next uint64, ok bool) {
+func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bool) (next uint64, ok, hole bool) {
 	sock := r.openReplay()
 	if sock == nil {
-		return from, false
+		return from, false, false
 	}
 	defer r.closeReplay(sock)
 	if err := sock.Send(nil, wire.AppendKVSeq(nil, from)); err != nil {
-		return from, false
+		return from, false, false
 	}
 	r.replays.Add(1)
 	next = from
 	for n := 0; n < r.s.cfg.MaxReplay; n++ {
 		frames, err := sock.Recv()
 		if err != nil || len(frames) != 3 || len(frames[1]) != 8 {
-			return next, false
+			return next, false, false
 		}
 		seq := binary.BigEndian.Uint64(frames[1])
 		if partial && next == from && seq > next && seq != wire.KVReplayEndSeq {
@@ -177,21 +181,22 @@ func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bo
 		}
 		switch {
 		case seq == wire.KVReplayEndSeq:
-			return next, upto == all || next >= upto
+			ok = upto == all || next >= upto
+			return next, ok, !ok
 		case seq < next:
 			continue // already applied
 		case seq > next:
-			return next, false // the buffer no longer holds next
+			return next, false, true // the buffer no longer holds next
 		case seq < upto:
 			r.apply(seq, frames[2], dec)
 			next++
 		}
 		// Messages at or past upto arrive on the SUB as well; the replay is done.
 		if upto != all && next >= upto {
-			return next, true
+			return next, true, false
 		}
 	}
-	return next, false
+	return next, false, false
 }
 
 // openReplay dials the replay ROUTER for one replay, registered so that halt can
