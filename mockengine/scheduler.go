@@ -144,9 +144,9 @@ func NewScheduler(tokensPerStep, maxModelLen, maxNumSeqs int) *Scheduler {
 // Add is AddAt at time 0, for a scheduler without prefill time.
 func (s *Scheduler) Add(r *wire.EngineCoreRequest) error { return s.AddAt(0, r) }
 
-// AddAt admits a decoded ADD that arrived at now. A live duplicate id is fatal (ErrDuplicateRequest)
-// unless the live request was added resumable; an ADD with abort_immediately is
-// admitted and aborted at once, producing nothing.
+// AddAt admits a decoded ADD that arrived at now. A live duplicate id is fatal
+// (ErrDuplicateRequest) unless the live request was added resumable; an ADD with
+// abort_immediately is admitted and aborted at once, producing nothing.
 //
 // vLLM's Scheduler.add_request gives a request added with resumable=true a
 // streaming queue; a later ADD with the same id is the session's next input chunk
