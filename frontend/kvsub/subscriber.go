@@ -179,7 +179,7 @@ type rankSub struct {
 
 	connected                  atomic.Bool
 	lastSeq                    atomic.Int64
-	gaps, replays, bad, stored atomic.Int64
+	gaps, replays, bad atomic.Int64
 	lastGapLog                 time.Time // the goroutine's own
 }
 
