@@ -177,10 +177,10 @@ type rankSub struct {
 	replaySock transport.Socket // open only during a replay
 	replayStop *time.Timer      // its deadline
 
-	connected                  atomic.Bool
-	lastSeq                    atomic.Int64
+	connected          atomic.Bool
+	lastSeq            atomic.Int64
 	gaps, replays, bad atomic.Int64
-	lastGapLog                 time.Time // the goroutine's own
+	lastGapLog         time.Time // the goroutine's own
 }
 
 // halt stops the goroutine and waits for it.
