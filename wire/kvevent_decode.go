@@ -155,12 +155,19 @@ func (d *KVBatchDecoder) batchMap(r *reader) error {
 	return nil
 }
 
+// kvMinEventSize is the fewest bytes a kept event takes: ["BlockRemoved", []].
+const kvMinEventSize = 15
+
 // events reads the event list, keeping what decodes and counting what does not.
 func (d *KVBatchDecoder) events(r *reader) error {
 	n, err := r.arrayHeader()
 	if err != nil {
 		return err
 	}
+	// Sized once from the header (no event is smaller), rather than grown by copying
+	// ever larger arrays of 200-byte events.
+	d.batch.Events = slices.Grow(d.batch.Events, r.capFor(n, kvMinEventSize))
+	d.spans = slices.Grow(d.spans, r.capFor(n, kvMinEventSize))
 	for range n {
 		if err := d.event(r); err != nil {
 			return err
