@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -38,11 +39,11 @@ func bootEngine(t *testing.T) *bootedEngine {
 	go func() { e.done <- Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
-		<-e.done
+		testwait.Recv(t, e.done, "Run to return after cancel")
 		in.Close()
 		out.Close()
 	})
-	reg, err := in.Recv()
+	reg, err := recvFrames(t, in, "the engine's registration")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +63,9 @@ func (e *bootedEngine) sendAdd(t *testing.T, q *wire.EngineCoreRequest) {
 }
 
 // result waits for Run's error and leaves it for the cleanup, which waits too.
-func (e *bootedEngine) result() error {
-	err := <-e.done
+func (e *bootedEngine) result(t *testing.T) error {
+	t.Helper()
+	err := testwait.Recv(t, e.done, "Run to return")
 	e.done <- err
 	return err
 }
@@ -72,12 +74,12 @@ func (e *bootedEngine) result() error {
 func (e *bootedEngine) untilDead(t *testing.T) error {
 	t.Helper()
 	for {
-		frames, err := e.out.Recv()
+		frames, err := recvFrames(t, e.out, "ENGINE_CORE_DEAD")
 		if err != nil {
 			t.Fatalf("no ENGINE_CORE_DEAD: %v", err)
 		}
 		if wire.IsEngineCoreDead(frames) {
-			return e.result()
+			return e.result(t)
 		}
 	}
 }
@@ -87,12 +89,12 @@ func (e *bootedEngine) finished(t *testing.T, id string) []int64 {
 	t.Helper()
 	var toks []int64
 	for {
-		frames, err := e.out.Recv()
+		frames, err := recvFrames(t, e.out, id+"'s outputs")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if wire.IsEngineCoreDead(frames) {
-			t.Fatalf("engine died: %v", e.result())
+			t.Fatalf("engine died: %v", e.result(t))
 		}
 		var o wire.EngineCoreOutputs
 		if err := wire.DecodeOutputs(frames, &o); err != nil {

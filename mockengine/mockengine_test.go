@@ -4,15 +4,31 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // goleak.VerifyTestMain for this package's test binary lives in wave_test.go (one
 // TestMain per binary).
+
+// recvFrames is s.Recv bounded by testwait.Deadline: a socket that never gets a
+// message fails the test, naming what it waited for.
+func recvFrames(t *testing.T, s transport.Socket, what string) ([][]byte, error) {
+	t.Helper()
+	type res struct {
+		f   [][]byte
+		err error
+	}
+	c := make(chan res, 1)
+	go func() { f, err := s.Recv(); c <- res{f, err} }()
+	r := testwait.Recv(t, c, what)
+	return r.f, r.err
+}
 
 func add(id string, maxTokens int64, mut func(*wire.SamplingParams)) *wire.EngineCoreRequest {
 	sp := wire.DefaultSamplingParams()
@@ -143,7 +159,7 @@ func TestEngineOverSockets(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- Run(ctx, cfg) }()
 
-			reg, err := in.Recv()
+			reg, err := recvFrames(t, in, "the registration")
 			if err != nil || string(reg[0]) != "\x03\x00" {
 				t.Fatalf("registration %q %v", reg, err)
 			}
@@ -159,7 +175,7 @@ func TestEngineOverSockets(t *testing.T) {
 			// A nil result value decodes as an empty Raw; "!" marks a failure.
 			wantResults := []string{"\xc2", "", "\xc3", "", "\xc3", "\x91\xa8generate", "!"}
 			for i, want := range wantResults {
-				frames, err := out.Recv()
+				frames, err := recvFrames(t, out, "the answer to utility call "+strconv.Itoa(i))
 				var o wire.EngineCoreOutputs
 				if err == nil {
 					err = wire.DecodeOutputs(frames, &o)
@@ -176,7 +192,7 @@ func TestEngineOverSockets(t *testing.T) {
 			var toks []int64
 			var stats bool
 			for len(toks) < 3 {
-				frames, err := out.Recv()
+				frames, err := recvFrames(t, out, "x's tokens")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -196,7 +212,7 @@ func TestEngineOverSockets(t *testing.T) {
 			in.Send(id, []byte{wire.RequestAdd}, body)
 			in.Send(id, []byte{wire.RequestAdd}, body)
 			for {
-				frames, err := out.Recv()
+				frames, err := recvFrames(t, out, "ENGINE_CORE_DEAD after the duplicate ADD")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -204,7 +220,7 @@ func TestEngineOverSockets(t *testing.T) {
 					break
 				}
 			}
-			if err := <-done; !errors.Is(err, ErrDuplicateRequest) {
+			if err := testwait.Recv(t, done, "Run to return after ENGINE_CORE_DEAD"); !errors.Is(err, ErrDuplicateRequest) {
 				t.Fatalf("run returned %v", err)
 			}
 		})

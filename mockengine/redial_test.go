@@ -30,7 +30,7 @@ func TestRedialQueuesWhilePeerAway(t *testing.T) {
 	if err := r.Send([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := pull.Recv(); err != nil || string(f[0]) != "hello" {
+	if f, err := recvFrames(t, pull, "the first message"); err != nil || string(f[0]) != "hello" {
 		t.Fatalf("first message: %q, %v", f, err)
 	}
 	pull.Close()
@@ -77,7 +77,7 @@ func TestRedialQueuesWhilePeerAway(t *testing.T) {
 	}
 	var got []string // probes sent after the loss was noticed may come first
 	for len(got) == 0 || got[len(got)-1] != "end" {
-		f, err := pull.Recv()
+		f, err := recvFrames(t, pull, "the queued messages and end")
 		if err != nil {
 			t.Fatal(err)
 		}

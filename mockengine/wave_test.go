@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/coordinator"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -99,7 +100,7 @@ func newWaveRig(t *testing.T, endpoint func(string) string, dp int) *waveRig {
 			}
 		})
 	}
-	t.Cleanup(func() { stop(); wg.Wait() })
+	t.Cleanup(func() { stop(); testwait.Wait(t, &wg, "the mock engines to stop") })
 
 	recv := func(s transport.Socket, what string) [][]byte {
 		t.Helper()
@@ -169,7 +170,7 @@ func newWaveRig(t *testing.T, endpoint func(string) string, dp int) *waveRig {
 			}
 		}
 	}()
-	t.Cleanup(func() { front.Close(); <-done })
+	t.Cleanup(func() { front.Close(); testwait.Recv(t, done, "the publish reader to end") })
 	within(t, rig.pubs, "first publish")
 	return rig
 }
