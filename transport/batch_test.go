@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // A batch to a ROUTER's peers: runs to one identity go out together, each peer gets
@@ -109,7 +111,7 @@ func TestConcurrentSendersOnePeer(t *testing.T) {
 			}
 			next[g] = i
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the senders")
 	})
 }
 
@@ -156,7 +158,7 @@ func BenchmarkPushSend(b *testing.B) {
 				}
 				SendBatch(push, msgs[:n], func(_ int, err error) { b.Fatal(err) })
 			}
-			<-done
+			testwait.Recv(b, done, "the receiver to take every message")
 		})
 	}
 }

@@ -32,7 +32,7 @@ func TestHandlerRouter(t *testing.T) {
 			mu.Unlock()
 			got <- struct{}{}
 		}})
-		if _, err := r.Recv(); !errors.Is(err, ErrUnsupported) {
+		if _, err := recvT(t, r); !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("Recv on a socket with a Handler: %v, want ErrUnsupported", err)
 		}
 		wait := func(n int) {

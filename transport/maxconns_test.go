@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // At MaxConns a listener closes new connections as it accepts them, so a flood of
@@ -20,14 +22,14 @@ func TestMaxConns(t *testing.T) {
 		}
 	}()
 	for range 3 {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.DialTimeout("tcp", addr, testwait.Deadline)
 		if err != nil {
 			t.Fatal(err)
 		}
 		idle = append(idle, c)
 	}
 	// The fourth is accepted and closed at once: its read sees the close.
-	c, err := net.Dial("tcp", addr)
+	c, err := net.DialTimeout("tcp", addr, testwait.Deadline)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"path/filepath"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // BenchmarkPullRecv measures the receive path (read, frame, allocate, queue) for an
@@ -65,7 +67,7 @@ func BenchmarkPullRecv(b *testing.B) {
 			b.StopTimer()
 			close(stop)
 			pull.Close() // unblocks a sender stuck on a full socket
-			<-sent
+			testwait.Recv(b, sent, "the sender to stop")
 		})
 	}
 }

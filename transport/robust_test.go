@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // rawPeer connects to a socket's endpoint and completes the ZMTP greeting, leaving
@@ -29,7 +30,7 @@ func rawPeer(t *testing.T, kind Kind, endpoint string, id []byte) *conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := net.Dial(network, address)
+	nc, err := net.DialTimeout(network, address, testwait.Deadline)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +39,8 @@ func rawPeer(t *testing.T, kind Kind, endpoint string, id []byte) *conn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test's own reads and writes of raw frames fail rather than hang.
+	_ = nc.SetDeadline(time.Now().Add(testwait.Deadline))
 	return c
 }
 
@@ -262,7 +265,7 @@ func TestPeerLeftReportedBeforeIdentityReused(t *testing.T) {
 		if f, err := recvT(t, r); err != nil || string(f[1]) != "rejoin" {
 			t.Fatalf("third: %q %v", f, err)
 		}
-		again := <-dialed
+		again := testwait.Recv(t, dialed, "the reconnecting dealer's dial")
 		if again == nil {
 			t.Fatal("reconnect failed")
 		}
@@ -488,7 +491,7 @@ func TestPingFloodWhileStalledQueuesOnePong(t *testing.T) {
 		}
 		c.nc.Close()
 		for range 2 {
-			if err := <-blocked; err == nil {
+			if err := testwait.Recv(t, blocked, "the blocked sends to fail after the peer left"); err == nil {
 				t.Fatal("send to the departed peer succeeded")
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // SendBatchNow to a ROUTER's peers: what it accepts arrives whole and in order,
@@ -108,7 +110,7 @@ func TestSendBatchNowStalledPeer(t *testing.T) {
 				t.Fatalf("want message %d whole, got %d frames (first %d bytes)", w, len(got), len(got[0]))
 			}
 		}
-		if err := <-sent; err != nil {
+		if err := testwait.Recv(t, sent, "the queued Send to return"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -167,6 +169,6 @@ func TestSendBatchNowConcurrent(t *testing.T) {
 				t.Fatalf("sender %d message %d: body of %d bytes", g, i, len(got[2]))
 			}
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the senders")
 	})
 }

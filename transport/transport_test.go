@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -73,7 +74,7 @@ func recvT(t *testing.T, s Socket) ([][]byte, error) {
 		return r.f, r.err
 	case <-time.After(10 * time.Second):
 		s.Close()
-		<-ch
+		testwait.Recv(t, ch, "Recv to return after Close")
 		t.Fatal("recv timed out")
 		return nil, nil
 	}
@@ -138,7 +139,7 @@ func TestPullReportsPeerLeft(t *testing.T) {
 			t.Fatalf("want peer left from 0300, got %v", err)
 		}
 		p.Close()
-		if _, err := p.Recv(); !errors.Is(err, ErrClosed) {
+		if _, err := recvT(t, p); !errors.Is(err, ErrClosed) {
 			t.Fatalf("recv after close: %v", err)
 		}
 	})
@@ -287,7 +288,7 @@ func TestRecvCommandNotSurfaced(t *testing.T) {
 	// A raw peer that sends a PING command then a message: only the message
 	// surfaces and the PING gets a PONG.
 	r := mustListen(t, Router, "tcp://127.0.0.1:0", Options{})
-	nc, err := net.Dial("tcp", r.Addr()[len("tcp://"):])
+	nc, err := net.DialTimeout("tcp", r.Addr()[len("tcp://"):], testwait.Deadline)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +308,7 @@ func TestRecvCommandNotSurfaced(t *testing.T) {
 	if err != nil || len(f) != 2 || string(f[1]) != "data" {
 		t.Fatalf("got %q %v", f, err)
 	}
+	_ = nc.SetReadDeadline(time.Now().Add(testwait.Deadline))
 	flag, got, err := readRawFrame(c)
 	if err != nil || flag != flagCommand || string(got) != "\x04PONGctx" {
 		t.Fatalf("want PONG, got %q flag=%#x err=%v", got, flag, err)
