@@ -373,7 +373,7 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 	}
 	seq := d.seq.Add(1)
 	if cr := d.cfg.CacheRouter; cr != nil {
-		if i := cr.Route(req, loads, seq); i >= 0 && i < len(loads) && loads[i].Ready {
+		if i := routeByCache(cr, req, loads, seq); i >= 0 {
 			return engs[i], nil
 		}
 	}
@@ -385,6 +385,24 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 		return nil, ErrNoEngines
 	}
 	return engs[i], nil
+}
+
+// cacheLoads lends routeByCache a copy of the loads: handing the caller's own
+// slice to an interface method would move its stack array to the heap on every
+// request, under every policy.
+var cacheLoads = sync.Pool{New: func() any { return new([]Load) }}
+
+// routeByCache asks cr for an index into loads; -1 when it leaves the choice to
+// the policy or answers an engine that is not ready.
+func routeByCache(cr CacheRouter, req *wire.EngineCoreRequest, loads []Load, seq uint64) int {
+	buf := cacheLoads.Get().(*[]Load)
+	*buf = append((*buf)[:0], loads...)
+	i := cr.Route(req, *buf, seq)
+	cacheLoads.Put(buf)
+	if i < 0 || i >= len(loads) || !loads[i].Ready {
+		return -1
+	}
+	return i
 }
 
 // rollbackLocked undoes an admission whose ADD never reached the engine: nothing to
