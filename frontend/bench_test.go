@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -29,9 +30,11 @@ func dialRawEngine(tb testing.TB, hsAddr string, rank int) *rawEngine {
 	}
 	defer hs.Close()
 	hs.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "HELLO", Headless: true}))
-	frames, err := hs.Recv()
+	rctx, cancel := context.WithTimeout(ctx, testwait.Deadline)
+	defer cancel()
+	frames, err := recvBefore(rctx, hs)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("INIT: %v", err)
 	}
 	init, err := wire.DecodeInit(frames[0])
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport/memtransport"
 )
@@ -126,7 +127,7 @@ func TestReadyTimeoutSynctest(t *testing.T) {
 			t.Fatal(err)
 		}
 		cancel()
-		<-done
-		<-done
+		testwait.Recv(t, done, "a mock engine to stop")
+		testwait.Recv(t, done, "the other mock engine to stop")
 	})
 }

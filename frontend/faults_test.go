@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/transport/memtransport"
@@ -60,7 +61,7 @@ func TestDeadEngineIsolatedAndRejoins(t *testing.T) {
 			m := startMock(t, c)
 			if rank == 1 {
 				defer func() {
-					if err := <-m.done; !errors.Is(err, mockengine.ErrFault) {
+					if err := testwait.Recv(t, m.done, "the dying engine to exit"); !errors.Is(err, mockengine.ErrFault) {
 						t.Errorf("dying engine returned %v", err)
 					}
 					m.done <- nil // for the cleanup
@@ -207,7 +208,7 @@ func helloRefused(t *testing.T, f *Frontend, rank int) <-chan recvResult {
 		}()
 		t.Cleanup(func() {
 			s.Close()
-			<-done
+			testwait.Closed(t, done, "the handshake reader to end")
 		})
 		s.Send(hello) // a failed write drops the connection, which Recv reports
 	waiting:

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -141,7 +142,7 @@ func startMock(t *testing.T, cfg mockengine.Config) *mockRun {
 	go func() { m.done <- mockengine.Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
-		<-m.done
+		testwait.Recv(t, m.done, "the mock engine to stop")
 	})
 	return m
 }

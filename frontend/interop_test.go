@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -38,7 +39,7 @@ func pyEngineLayout(t *testing.T, hs string, rank, dieAfter int, layout string) 
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-exited
+		testwait.Closed(t, exited, "the python engine to exit")
 	})
 	return done
 }
@@ -94,7 +95,7 @@ func interopPythonEngines(t *testing.T, layout string) {
 		}
 		aux.mu.Unlock()
 		var exit *exec.ExitError
-		if err := <-dying; !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		if err := testwait.Recv(t, dying, "the dying engine to exit"); !errors.As(err, &exit) || exit.ExitCode() != 1 {
 			t.Errorf("dying engine exit: %v", err)
 		}
 
@@ -227,7 +228,7 @@ func TestInteropMockEngineWithPythonFrontend(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer cmd.Wait()
+		defer cmd.Wait() // ctx kills it within 30 s
 		lines := bufio.NewScanner(stdout)
 		if !lines.Scan() {
 			t.Fatal("no handshake address from the python frontend")
@@ -237,7 +238,7 @@ func TestInteropMockEngineWithPythonFrontend(t *testing.T) {
 		go func() { done <- mockengine.Run(mctx, mockConfig(lines.Text(), 0, 1)) }()
 		defer func() {
 			mcancel()
-			if err := <-done; err != nil {
+			if err := testwait.Recv(t, done, "the mock engine to stop"); err != nil {
 				t.Errorf("mock engine: %v", err)
 			}
 		}()

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -162,7 +163,7 @@ func TestQueueWaitEnds(t *testing.T) {
 		go func() { downErr = e.enqueue(context.Background(), 2, item(), true); close(done) }()
 		synctest.Wait()
 		e.f.markDown(e, Dead, ErrEngineLeft)
-		<-done
+		testwait.Closed(t, done, "the waiting ADD to end")
 		if !errIs[*EngineDeadError](downErr) {
 			t.Fatalf("wait across engine down: %v", downErr)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -69,9 +70,9 @@ func TestHelloStorm(t *testing.T) {
 			wait := helloStorm(f, 0, 4, withReady, stop, started)
 			defer func() {
 				close(stop)
-				wait()
+				testwait.Func(t, "the HELLO storm to stop", func() { wait() })
 			}()
-			<-started
+			testwait.Recv(t, started, "100 storm connections")
 			begin := time.Now()
 			pyEngineLayout(t, f.HandshakeAddress(), 0, 0, "newest")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -118,9 +119,11 @@ func TestStormReadyBeforeRegistration(t *testing.T) {
 	}
 	hs := hsDial()
 	hs.Send(wire.AppendHandshakeStatus(nil, &wire.HandshakeStatus{Status: "HELLO", Headless: true}))
-	frames, err := hs.Recv()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+	defer cancel()
+	frames, err := recvBefore(ctx, hs)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("INIT: %v", err)
 	}
 	init, err := wire.DecodeInit(frames[0])
 	if err != nil {
