@@ -260,3 +260,15 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkKeyPrompt4096 keys a 4,096-token prompt (256 blocks of 16): the hashing
+// every lookup pays before it touches the index.
+func BenchmarkKeyPrompt4096(b *testing.B) {
+	ix, _ := New(Config{MaxBlocks: 1024})
+	q := &Query{Tokens: randToks(rand.New(rand.NewPCG(1, 1)), 4096), StopAt: -1}
+	cpu := cpuTime()
+	for b.Loop() {
+		ix.promptKeys(q, benchBlock)
+	}
+	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

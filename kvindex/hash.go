@@ -47,15 +47,22 @@ func (k *keyer) reserve(n int) {
 func (k *keyer) tokens(t []int64) uint64 {
 	p := k.pos[:len(t)]
 	var acc uint64
-	i := 0
-	for ; i+3 < len(t); i += 4 {
-		acc += mum(uint64(t[i])^p[i], uint64(t[i+1])^p[i+1])
-		acc += mum(uint64(t[i+2])^p[i+2], uint64(t[i+3])^p[i+3])
+	for len(t) >= 16 { // vLLM's default block; unrolled, without bounds checks
+		acc += nh16((*[16]int64)(t), (*[16]uint64)(p))
+		t, p = t[16:], p[16:]
 	}
-	for ; i < len(t); i++ {
+	for i := range t {
 		acc += mum(uint64(t[i])^p[i], k.s[0]+uint64(i))
 	}
 	return acc
+}
+
+func nh16(t *[16]int64, p *[16]uint64) uint64 {
+	a := mum(uint64(t[0])^p[0], uint64(t[1])^p[1]) + mum(uint64(t[2])^p[2], uint64(t[3])^p[3])
+	b := mum(uint64(t[4])^p[4], uint64(t[5])^p[5]) + mum(uint64(t[6])^p[6], uint64(t[7])^p[7])
+	c := mum(uint64(t[8])^p[8], uint64(t[9])^p[9]) + mum(uint64(t[10])^p[10], uint64(t[11])^p[11])
+	d := mum(uint64(t[12])^p[12], uint64(t[13])^p[13]) + mum(uint64(t[14])^p[14], uint64(t[15])^p[15])
+	return a + b + c + d
 }
 
 // root is the parent key of a chain's first block; the block size is in it, so
@@ -64,10 +71,13 @@ func (k *keyer) root(blockSize int) uint64 {
 	return mum(k.s[1]^uint64(blockSize), k.s[2])
 }
 
-// block is the content key of a block under parent.
+// block is the content key of a block under parent; never 0, the key of a free slot.
 func (k *keyer) block(parent, tok, extra uint64) uint64 {
 	x := mum(parent^k.s[3], tok^k.s[4])
-	return mum(x^k.s[5], extra^k.s[6])
+	if x = mum(x^k.s[5], extra^k.s[6]); x == 0 {
+		return 1
+	}
+	return x
 }
 
 // extraIdentity is what a block adds to its tokens: the raw msgpack of its

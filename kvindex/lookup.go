@@ -35,7 +35,7 @@ type scratch struct {
 	touched []uint64 // ranks with an entry in cached/any
 	keys    [walkBatch]uint64
 	buckets [walkBatch]uint64
-	slots   [walkBatch]*slot
+	slots   [walkBatch]uint32
 }
 
 // fullBlocks is how many of the prompt's blocks of size bs can be keyed.
@@ -84,6 +84,7 @@ const walkBatch = 16
 func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 	n := fullBlocks(q, bs)
 	parent, e := ix.k.root(bs), ex.first
+	prev := noSlot
 	for i0, size := 0, 4; i0 < n; i0, size = i0+size, min(2*size, walkBatch) {
 		m := min(size, n-i0)
 		for j := range m {
@@ -91,14 +92,14 @@ func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 			parent = ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
 			ix.sc.keys[j], e = parent, ex.rest
 		}
-		ix.probeBatch(m)
+		prev = ix.probeBatch(m, prev)
 		for j := range m {
-			s := ix.sc.slots[j]
-			if s == nil {
+			si := ix.sc.slots[j]
+			if si == noSlot {
 				ix.endWalk((i0 + j) * bs)
 				return
 			}
-			if !ix.step(s, i0+j, bs, q.Now) {
+			if !ix.step(ix.slots.at(si), i0+j, bs, q.Now) {
 				return
 			}
 		}
@@ -106,29 +107,63 @@ func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 	ix.endWalk(n * bs)
 }
 
-// probeBatch finds the slots of sc.keys[:m] (nil: not indexed). The home buckets
-// are loaded first, then the slots they name, each pass free of dependencies.
-func (ix *Index) probeBatch(m int) {
+// probeBatch finds the slots of sc.keys[:m], up to the first one not indexed (and
+// noSlot from there), and returns the last one found; prev is the slot of the block
+// before the batch.
+//
+// A chain stored in one event takes consecutive slots (Store binds it last block
+// first, so a block's child sits just below it; slots freed by evicting a chain are
+// reused in the order that puts it just above), so the slot beside the previous
+// block's is tried first: a load from a line most likely in cache already. At a
+// break of the chain, the rest of the batch is looked up in ctab at once: the home
+// buckets are loaded in one pass whose loads do not depend on one another, so their
+// cache misses overlap (blocks decoded one at a time break the chain at every block).
+func (ix *Index) probeBatch(m int, prev uint32) uint32 {
+	sc := &ix.sc
+	for j := range m {
+		s := ix.besideSlot(prev, sc.keys[j])
+		if s == noSlot {
+			return ix.probeRest(j, m)
+		}
+		sc.slots[j] = s
+		prev = s
+	}
+	return prev
+}
+
+// probeRest looks up sc.keys[j:m] in ctab and returns the last slot (noSlot when
+// one is missing: the walk ends there).
+func (ix *Index) probeRest(j, m int) uint32 {
 	sc, n := &ix.sc, len(ix.ctab)
-	for j := range m {
-		sc.buckets[j] = ix.ctab[ctabHome(sc.keys[j], n)]
+	for k := j; k < m; k++ {
+		sc.buckets[k] = ix.ctab[ctabHome(sc.keys[k], n)]
 	}
-	for j := range m {
-		b, key := sc.buckets[j], sc.keys[j]
-		sc.slots[j] = nil
-		if b == 0 {
-			continue
-		}
-		if b&tagMask == key&tagMask {
-			if s := ix.slots.at(uint32(b) - 1); s.key == key {
-				sc.slots[j] = s
-				continue
-			}
-		}
-		if si := ix.findSlot(key); si != noSlot { // the home bucket holds another key
-			sc.slots[j] = ix.slots.at(si)
+	for k := j; k < m; k++ {
+		b, key := sc.buckets[k], sc.keys[k]
+		switch {
+		case b == 0:
+			sc.slots[k] = noSlot
+		case b&tagMask == key&tagMask && ix.slots.at(uint32(b)-1).key == key:
+			sc.slots[k] = uint32(b) - 1
+		default: // the home bucket holds another key: probe on
+			sc.slots[k] = ix.findSlot(key)
 		}
 	}
+	return sc.slots[m-1]
+}
+
+// besideSlot returns the slot just below or above prev if it holds key, else noSlot.
+func (ix *Index) besideSlot(prev uint32, key uint64) uint32 {
+	if prev == noSlot {
+		return noSlot
+	}
+	if prev > 0 && ix.slots.at(prev-1).key == key {
+		return prev - 1
+	}
+	if prev+1 < ix.slots.n && ix.slots.at(prev+1).key == key {
+		return prev + 1
+	}
+	return noSlot
 }
 
 // step narrows the matching ranks to block i's holders; false when none is left.
