@@ -50,7 +50,10 @@ func (r *rankSub) receive(sock transport.Socket, dec *wire.KVBatchDecoder, tr *t
 		for range msgs {
 		}
 	}()
-	idle := time.NewTimer(r.s.cfg.CatchUp)
+	// A catch-up that finds nothing doubles the wait before the next one (up to
+	// maxCatchUp): each costs the engine a scan of its buffer. A message resets it.
+	wait := r.s.cfg.CatchUp
+	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for {
 		select {
@@ -58,16 +61,20 @@ func (r *rankSub) receive(sock transport.Socket, dec *wire.KVBatchDecoder, tr *t
 			if !ok || !r.handle(m, dec, tr) {
 				return
 			}
+			wait = r.s.cfg.CatchUp
 		case <-idle.C:
-			if r.target.Replay != "" {
-				r.catchUp(dec, tr)
+			if r.target.Replay != "" && !r.catchUp(dec, tr) {
+				wait = min(2*wait, maxCatchUp)
 			}
 		case <-r.ctx.Done():
 			return
 		}
-		idle.Reset(r.s.cfg.CatchUp)
+		idle.Reset(wait)
 	}
 }
+
+// maxCatchUp bounds the back-off of a quiet publisher's catch-ups.
+const maxCatchUp = 30 * time.Second
 
 // handle applies one received message; false ends the connection.
 func (r *rankSub) handle(m received, dec *wire.KVBatchDecoder, tr *tracker) bool {
@@ -130,7 +137,8 @@ func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
 // buffer that no longer reaches back to it is a gap no replay covers. A ROUTER that
 // cannot be reached or does not answer proves no gap (the publisher may just be
 // quiet): the next message's seq tells.
-func (r *rankSub) catchUp(dec *wire.KVBatchDecoder, tr *tracker) {
+// It reports whether it applied anything.
+func (r *rankSub) catchUp(dec *wire.KVBatchDecoder, tr *tracker) bool {
 	from := uint64(tr.last() + 1)
 	next, _, hole := r.replay(from, all, dec, !tr.started)
 	if next > from {
@@ -140,6 +148,7 @@ func (r *rankSub) catchUp(dec *wire.KVBatchDecoder, tr *tracker) {
 		r.gaps.Add(1)
 		r.s.sink.KVClear(r.rank, "gap")
 	}
+	return next > from
 }
 
 func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
@@ -203,7 +212,9 @@ func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bo
 // close it; nil when it cannot be reached or the subscription is ending.
 func (r *rankSub) openReplay() transport.Socket {
 	cfg := r.s.cfg
-	opt := transport.Options{MaxMessageSize: cfg.MaxMessageSize, DialTimeout: cfg.ReplayTimeout}
+	// PeerEvents: a ROUTER that goes away (or drops us for an oversized message)
+	// ends the replay at once, not at its deadline.
+	opt := transport.Options{MaxMessageSize: cfg.MaxMessageSize, DialTimeout: cfg.ReplayTimeout, PeerEvents: true}
 	sock, err := cfg.Network.Dial(r.ctx, transport.Dealer, r.target.Replay, opt)
 	if err != nil {
 		cfg.Logger.Debug("kv events: replay endpoint not reachable", "rank", r.rank, "replay", r.target.Replay, "err", err)
