@@ -28,6 +28,9 @@ var (
 // throughput. The percentile axis is 1/(1-q) on a log scale, as HdrHistogram plots are,
 // so the tail gets as much room as the median.
 func WritePNG(path string, r *Report) error {
+	if r.KV != nil {
+		return writeKVPNG(path, r)
+	}
 	var plots []*plot.Plot
 	if r.Switchyard != nil {
 		p, err := cdfPlot("dispatch + return (µs)", r.Switchyard.Overhead, baseOf(r, func(b *Phase) Summary { return b.Overhead }))
@@ -63,6 +66,11 @@ func WritePNG(path string, r *Report) error {
 		}
 		plots = append(plots, p)
 	}
+	return drawPlots(path, Title(r), plots)
+}
+
+// drawPlots writes plots one above the other under title to a PNG at path.
+func drawPlots(path, title string, plots []*plot.Plot) error {
 	if len(plots) == 0 {
 		return fmt.Errorf("bench: chart: %w", ErrNoSamples)
 	}
@@ -73,7 +81,7 @@ func WritePNG(path string, r *Report) error {
 	full.Fill(full.Rectangle.Path())
 	sty := text.Style{Color: color.Black, Font: font.From(plot.DefaultFont, 10), XAlign: draw.XCenter,
 		YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
-	full.FillText(sty, vg.Point{X: w / 2, Y: full.Max.Y - 2*vg.Millimeter}, Title(r))
+	full.FillText(sty, vg.Point{X: w / 2, Y: full.Max.Y - 2*vg.Millimeter}, title)
 	dc := draw.Crop(full, 0, 0, 0, -header)
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}
 	for i, p := range plots {
@@ -119,6 +127,10 @@ func Title(r *Report) string {
 	}
 	line1 := fmt.Sprintf("switchyard bench: %s, %s, %s, layout %s, %s client, %d+%d tokens, step %v",
 		engines, load, c.Transport, layout, c.Client, c.PromptTokens, c.OutputTokens, c.StepTime)
+	if k := c.KV; k != nil {
+		line1 = fmt.Sprintf("switchyard bench --workload %s: %d engines, cache %s of the working set each, prefill %v/token, step %v",
+			k.Workload.Kind, c.Engines, fmt.Sprintf("%g", k.CacheShare), k.PrefillPerToken, c.StepTime)
+	}
 	if r.Runs > 1 {
 		line1 += fmt.Sprintf(", last of %d runs", r.Runs)
 	}

@@ -102,9 +102,10 @@ func ConfigDiff(a, b *Report) []string {
 func verdict(k string, rose bool) string {
 	var higherIsBetter bool
 	switch {
-	case strings.HasSuffix(k, "_per_s"), strings.HasSuffix(k, ".requests"), strings.HasSuffix(k, ".met"):
+	case strings.HasSuffix(k, "_per_s"), strings.HasSuffix(k, ".requests"), strings.HasSuffix(k, ".met"),
+		strings.HasSuffix(k, ".hit_ratio"), strings.HasSuffix(k, ".hit_tokens"):
 		higherIsBetter = true
-	case strings.HasSuffix(k, "_us"), strings.Contains(k, "ratio"), strings.Contains(k, "bytes"),
+	case strings.HasSuffix(k, "_us"), strings.HasSuffix(k, "_ms"), strings.HasSuffix(k, ".max_over_mean"), strings.Contains(k, "ratio"), strings.Contains(k, "bytes"),
 		strings.Contains(k, "allocs"), strings.Contains(k, "cpu_s"), strings.HasSuffix(k, ".failed"),
 		strings.HasSuffix(k, ".unmatched"), strings.HasSuffix(k, ".clamped"):
 		higherIsBetter = false

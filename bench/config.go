@@ -102,6 +102,10 @@ type Config struct {
 	// judged met or missed only over two runs or more: one run's noise decides a
 	// ratio either way.
 	Repeat int `json:"repeat,omitempty"`
+
+	// KV, when set, runs a cache-aware routing workload against each of its
+	// policies instead of the dispatch-latency comparison (kvrun.go).
+	KV *KVBenchConfig `json:"kv,omitempty"`
 }
 
 // DefaultConfig is the run the README quotes for the first target: 8 engines, 5,000
@@ -128,6 +132,9 @@ func DefaultConfig() Config {
 
 // Validate names the first field at fault.
 func (c *Config) Validate() error {
+	if c.KV != nil {
+		return c.validateKV()
+	}
 	bad := func(field, why string) error { return &ConfigError{Field: field, Msg: why} }
 	switch c.Mode {
 	case ModeEmbedded:

@@ -37,6 +37,11 @@ type Report struct {
 	// Memory is the in-flight memory scenario's result (Config.Inflight > 0).
 	Memory *Memory `json:"memory,omitempty"`
 
+	// KV is a kv workload's figures per routing policy (Config.KV), keyed by the
+	// policy's name; KVWorkload describes the workload they all replayed.
+	KV         map[string]*KVPolicy `json:"kv,omitempty"`
+	KVWorkload *KVWorkloadFigures   `json:"kv_workload,omitempty"`
+
 	// Targets checks the figures against issue #6's targets where this run's shape
 	// matches the target's scenario.
 	Targets []Target `json:"targets,omitempty"`

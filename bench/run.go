@@ -75,6 +75,13 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 // runOnce is one run of the configuration.
 func runOnce(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	r := &Report{Schema: SchemaVersion, StartedAt: time.Now().UTC(), Machine: ThisMachine(), Config: cfg}
+	if cfg.KV != nil {
+		if err := runKV(ctx, cfg, opt, r); err != nil {
+			return nil, err
+		}
+		r.Targets = checkTargets(r)
+		return r, nil
+	}
 	if cfg.Inflight > 0 {
 		m, err := runMemory(ctx, cfg, opt)
 		if err != nil {

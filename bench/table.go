@@ -16,6 +16,9 @@ func PrintTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "switchyard bench  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n",
 		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
 		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+	if c.KV != nil {
+		return printKV(w, r)
+	}
 	load := fmt.Sprintf("open loop %.0f req/s (Poisson)", c.Rate)
 	if c.Rate == 0 {
 		load = fmt.Sprintf("closed loop, %d in flight", c.Concurrency)
@@ -176,11 +179,14 @@ func printWarnings(w io.Writer, ws []string) {
 
 // printTargets states each target: met or MISSED only over repeated runs (how many
 // held, and each run's figure); a single run's comparison is shown, not judged.
-func printTargets(w io.Writer, ts []Target) {
+func printTargets(w io.Writer, ts []Target) { printTargetsUnder(w, "targets (issue #6)", ts) }
+
+// printTargetsUnder is printTargets under a heading of its own.
+func printTargetsUnder(w io.Writer, heading string, ts []Target) {
 	if len(ts) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\ntargets (issue #6):")
+	fmt.Fprintf(w, "\n%s:\n", heading)
 	for _, t := range ts {
 		var mark, runs string
 		switch {

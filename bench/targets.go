@@ -43,6 +43,7 @@ func checkTargets(r *Report) []Target {
 			Note: "anchors: vLLM Python ~131 M instructions/request, Rust ~9.8 M, both with HTTP and tokenization"})
 	}
 	ts = append(ts, httpTargets(r.HTTP)...)
+	ts = append(ts, kvTargets(r)...)
 	// One run: each target's comparison is recorded (MetRuns) but not a verdict.
 	for i := range ts {
 		t := &ts[i]

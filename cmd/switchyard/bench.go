@@ -66,7 +66,7 @@ func benchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "http", Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
 				"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
-		}, pdBenchFlags()...),
+		}, append(pdBenchFlags(), kvBenchFlags()...)...),
 		Action:   runBench,
 		Commands: []*cli.Command{benchEngineCommand(), benchHTTPServerCommand()},
 	}
@@ -80,6 +80,9 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	}
 	if cmd.Bool("pd") {
 		return runPDBench(ctx, cmd)
+	}
+	if cmd.String("workload") != "" && cmd.String("workload") != "dispatch" {
+		return runKVBench(ctx, cmd)
 	}
 	if cmd.Args().Len() > 0 {
 		return fmt.Errorf("bench takes no arguments (got %q); to compare two reports: --compare A.json B.json", cmd.Args().Slice())
@@ -152,6 +155,11 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	return writeBenchReport(cmd, rep)
+}
+
+// writeBenchReport prints rep's table and writes --json and --png.
+func writeBenchReport(cmd *cli.Command, rep *bench.Report) error {
 	if err := bench.PrintTable(os.Stdout, rep); err != nil {
 		return err
 	}
@@ -267,4 +275,93 @@ func benchHTTPServerCommand() *cli.Command {
 				CPUProfile: cmd.String("cpuprofile"), MemProfile: cmd.String("memprofile"), Trace: cmd.String("trace")}, os.Stdout)
 		},
 	}
+}
+
+// kvBenchFlags are the cache-aware routing workloads' flags (bench/README.md, "kv
+// workloads"). --engines, --rate, --output-tokens, --requests, --seed, --step-time
+// and --tokens-per-step apply too, with the workload's defaults unless set.
+func kvBenchFlags() []cli.Flag {
+	const cat = "kv workloads"
+	mt := bench.DefaultKVBench(bench.WorkloadMultiTurn)
+	return []cli.Flag{
+		&cli.StringFlag{Name: "workload", Category: cat, Usage: "multi-turn or shared-prefix: replay a seeded workload of shared prompt prefixes " +
+			"against each --lb-policy on mock engines with prefix caches, and report hit ratio, TTFT and balance per policy (default, or dispatch: the dispatch-latency bench)"},
+		&cli.StringFlag{Name: "lb-policy", Category: cat, Value: strings.Join(bench.DefaultKVPolicies, ","),
+			Usage: "comma-separated policies to run the workload against, each with a fresh switchyard and fresh engines"},
+		&cli.IntFlag{Name: "conversations", Category: cat, Usage: "multi-turn: conversations (default 32); shared-prefix: requests (default 256, or --requests)"},
+		&cli.IntFlag{Name: "turns", Category: cat, Value: mt.Workload.Turns, Usage: "multi-turn: turns per conversation"},
+		&cli.IntFlag{Name: "prefixes", Category: cat, Usage: "shared system prompts (multi-turn, default 4) or shared prefixes (shared-prefix, default 16)"},
+		&cli.IntFlag{Name: "prefix-tokens", Category: cat, Usage: "length of each shared prefix (default 512 multi-turn, 1024 shared-prefix)"},
+		&cli.IntFlag{Name: "first-tokens", Category: cat, Usage: "multi-turn: each conversation's own first message (default 1024); shared-prefix: each request's own suffix (default 64)"},
+		&cli.IntFlag{Name: "user-tokens", Category: cat, Value: mt.Workload.UserTokens, Usage: "multi-turn: each later user message"},
+		&cli.DurationFlag{Name: "think-time", Category: cat, Value: mt.Workload.Think, Usage: "multi-turn: mean pause between an answer and the next turn (exponential)"},
+		&cli.FloatFlag{Name: "cache-share", Category: cat, Value: mt.CacheShare, Usage: "each engine's prefix cache holds this share of the workload's working set"},
+		&cli.DurationFlag{Name: "prefill-per-token", Category: cat, Value: mt.PrefillPerToken, Usage: "mock engines' prefill time per uncached prompt token (serialised per engine)"},
+	}
+}
+
+// runKVBench is `bench --workload multi-turn|shared-prefix`.
+func runKVBench(ctx context.Context, cmd *cli.Command) error {
+	if cmd.Args().Len() > 0 {
+		return fmt.Errorf("bench takes no arguments (got %q)", cmd.Args().Slice())
+	}
+	cfg, err := kvBenchConfig(cmd)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	rep, err := bench.Run(ctx, cfg, bench.Options{Logger: newLogger(cmd, os.Stderr)})
+	if err != nil {
+		return err
+	}
+	return writeBenchReport(cmd, rep)
+}
+
+// kvBenchConfig reads the kv flags over the workload's defaults: a flag the
+// command line left unset takes the workload's value, not the latency bench's.
+func kvBenchConfig(cmd *cli.Command) (bench.Config, error) {
+	kind := cmd.String("workload")
+	cfg := bench.DefaultConfig()
+	cfg.KV = bench.DefaultKVBench(kind)
+	cfg.Engines = 4
+	cfg.StepTime, cfg.TokensPerStep = time.Millisecond, 1
+	cfg.Repeat = cmd.Int("repeat")
+	wl := &cfg.KV.Workload
+	set := func(name string, f func()) {
+		if cmd.IsSet(name) {
+			f()
+		}
+	}
+	set("engines", func() { cfg.Engines = cmd.Int("engines") })
+	set("transport", func() { cfg.Transport = cmd.String("transport") })
+	set("step-time", func() { cfg.StepTime = cmd.Duration("step-time") })
+	set("tokens-per-step", func() { cfg.TokensPerStep = cmd.Int("tokens-per-step") })
+	set("seed", func() { wl.Seed = cmd.Uint64("seed") })
+	set("rate", func() { wl.Rate = cmd.Float("rate") })
+	set("output-tokens", func() { wl.AnswerTokens = cmd.Int("output-tokens") })
+	set("requests", func() { wl.Conversations = cmd.Int("requests") })
+	set("conversations", func() { wl.Conversations = cmd.Int("conversations") })
+	set("turns", func() { wl.Turns = cmd.Int("turns") })
+	set("prefixes", func() { wl.Prefixes = cmd.Int("prefixes") })
+	set("prefix-tokens", func() { wl.PrefixTokens = cmd.Int("prefix-tokens") })
+	set("first-tokens", func() { wl.FirstTokens = cmd.Int("first-tokens") })
+	set("user-tokens", func() { wl.UserTokens = cmd.Int("user-tokens") })
+	set("think-time", func() { wl.Think = cmd.Duration("think-time") })
+	set("cache-share", func() { cfg.KV.CacheShare = cmd.Float("cache-share") })
+	set("prefill-per-token", func() { cfg.KV.PrefillPerToken = cmd.Duration("prefill-per-token") })
+	var pols []string
+	for p := range strings.SplitSeq(cmd.String("lb-policy"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			pols = append(pols, p)
+		}
+	}
+	cfg.KV.Policies = pols
+	for _, name := range []string{"http", "inflight", "sweep", "target", "engines-as-processes", "baseline-vs-baseline", "duration"} {
+		if cmd.IsSet(name) {
+			return cfg, fmt.Errorf("--%s does not apply to --workload %s (a fixed set of requests on its own engines)", name, kind)
+		}
+	}
+	return cfg, nil
 }
