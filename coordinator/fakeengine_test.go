@@ -3,9 +3,11 @@ package coordinator
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -63,7 +65,7 @@ func (e *fakeEngine) close() {
 	close(e.done)
 	e.sub.Close()
 	e.push.Close()
-	e.wg.Wait()
+	testwait.Wait(e.t, &e.wg, fmt.Sprintf("engine %d's reader to end", e.rank))
 }
 
 func (e *fakeEngine) read() {

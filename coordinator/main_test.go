@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,13 +46,5 @@ func testContext(t *testing.T) context.Context {
 // recvWithin waits for one value on c or fails the test.
 func recvWithin[T any](t *testing.T, c <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(waitTimeout)
-	defer timer.Stop()
-	select {
-	case v := <-c:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return testwait.RecvWithin(t, c, waitTimeout, what)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -90,7 +91,7 @@ func subscribeFront(t *testing.T, addr string) *frontendSub {
 			}
 		}
 	}()
-	t.Cleanup(func() { s.Close(); <-f.done })
+	t.Cleanup(func() { s.Close(); testwait.Closed(t, f.done, "the publish reader to end") })
 	// The first publish proves the subscription reached the node.
 	recvWithin(t, f.pubs, "first publish")
 	return f
@@ -418,7 +419,7 @@ func TestNodeConcurrentOnAddWakesOnce(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "64 concurrent OnAdd calls")
 	first := engines[1].nextWave(t)
 	if first.Wave != 0 {
 		t.Fatalf("START_DP_WAVE = %+v", first)
