@@ -156,7 +156,12 @@ func (d *KVBatchDecoder) batchMap(r *reader) error {
 }
 
 // kvMinEventSize is the fewest bytes a kept event takes: ["BlockRemoved", []].
-const kvMinEventSize = 15
+// kvPresize bounds the events sized for up front: far more than a step publishes,
+// few enough that a header of junk does not leave the decoder holding megabytes.
+const (
+	kvMinEventSize = 15
+	kvPresize      = 1024
+)
 
 // events reads the event list, keeping what decodes and counting what does not.
 func (d *KVBatchDecoder) events(r *reader) error {
@@ -164,10 +169,11 @@ func (d *KVBatchDecoder) events(r *reader) error {
 	if err != nil {
 		return err
 	}
-	// Sized once from the header (no event is smaller), rather than grown by copying
-	// ever larger arrays of 200-byte events.
-	d.batch.Events = slices.Grow(d.batch.Events, r.capFor(n, kvMinEventSize))
-	d.spans = slices.Grow(d.spans, r.capFor(n, kvMinEventSize))
+	// Sized once from the header rather than grown by copying ever larger arrays of
+	// 200-byte events.
+	want := min(r.capFor(n, kvMinEventSize), kvPresize)
+	d.batch.Events = slices.Grow(d.batch.Events, want)
+	d.spans = slices.Grow(d.spans, want)
 	for range n {
 		if err := d.event(r); err != nil {
 			return err

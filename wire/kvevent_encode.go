@@ -13,8 +13,9 @@ package wire
 
 // AppendKVEventBatch appends b encoded as release enc encodes it: byte-exact with
 // msgspec for that release, for every batch that release can carry. Fields enc does
-// not have are dropped; every block hash is written as an int (a bytes hash was
-// folded on decoding, its bytes are gone). Events of an unknown Kind are not
+// not have are dropped; every block hash is written as the unsigned int it holds (a
+// bytes hash was folded on decoding, its bytes are gone; vLLM's int hashes are
+// unsigned 64-bit, so theirs come out as sent). Events of an unknown Kind are not
 // written. An enc that is not one of the KVEncoding constants is written as the
 // newest (map) encoding.
 func AppendKVEventBatch(dst []byte, enc KVEncoding, b *KVEventBatch) []byte {
