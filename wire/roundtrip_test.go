@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // The Python round trip: testdata/roundtrip.py builds each case the way msgspec
@@ -256,7 +256,7 @@ func roundtripCases() map[string]roundtripCase {
 
 func TestPythonToGo(t *testing.T) {
 	py := pytest.Find(t, "msgpack")
-	out, err := exec.Command(py, "testdata/roundtrip.py", "py2go").Output()
+	out, err := testwait.Command(t, testwait.Deadline, py, "testdata/roundtrip.py", "py2go").Output()
 	if err != nil {
 		t.Fatalf("roundtrip.py py2go: %v", err)
 	}
@@ -317,7 +317,7 @@ func TestGoToPython(t *testing.T) {
 		line, _ := json.Marshal(map[string]any{"name": name, "frames": hexAll(frames)})
 		in.Write(append(line, '\n'))
 	}
-	cmd := exec.Command(py, "testdata/roundtrip.py", "go2py")
+	cmd := testwait.Command(t, testwait.Deadline, py, "testdata/roundtrip.py", "go2py")
 	cmd.Stdin = strings.NewReader(in.String())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
