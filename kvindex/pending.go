@@ -71,14 +71,14 @@ func (ix *Index) MarkPending(rank int, q *Query, now int64) {
 	ix.promptKeys(q, bs)
 	deadline := now + ix.ttl
 	for _, key := range ix.keys {
-		si := ix.slotFor(key, fam)
-		if ix.hasRank(ix.slots.at(si), rank) {
+		if si := ix.findSlot(key); si != noSlot && ix.hasRank(ix.slots.at(si), rank) {
 			continue
 		}
 		if ix.marks.n >= ix.cfg.MaxPending {
+			// Before slotFor: the dropped mark may be this content's, and free its slot.
 			ix.dropMark(ix.marks.pop())
 		}
-		ix.setPending(si, rank, deadline)
+		ix.setPending(ix.slotFor(key, fam), rank, deadline)
 		ix.marks.push(mark{key: key, deadline: deadline, rank: int32(rank)})
 	}
 }
