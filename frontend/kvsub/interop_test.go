@@ -590,8 +590,10 @@ func startDial(t *testing.T, rel release, cfg Config, withReplay bool, pubArgs .
 // fixture's payload verbatim) reaches the Sink in order and decodes to what was
 // published, including batches the PUB dropped and the replay ROUTER delivered.
 func TestInteropReleases(t *testing.T) {
+	t.Parallel()
 	for _, rel := range loadReleases(t) {
 		t.Run(rel.Label, func(t *testing.T) {
+			t.Parallel()
 			pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*",
 				"--topic", "kv-events")
 			// The peer encodes as the release did.
@@ -648,6 +650,7 @@ func TestInteropReleases(t *testing.T) {
 // configured as "tcp://*:BASE" for DP rank 2, so the publisher offsets its ports as
 // vLLM does and the subscriber must resolve the same ports.
 func TestInteropGapReplayed(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	ports := freePorts(t, 2)
 	const rank = 2
@@ -690,8 +693,10 @@ func TestInteropGapReplayed(t *testing.T) {
 // A gap the buffer no longer covers, a replay ROUTER that never answers, and no
 // replay endpoint at all: each clears the rank ("gap"), then batches go on.
 func TestInteropGapUncoverable(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	t.Run("buffer dropped", func(t *testing.T) {
+		t.Parallel()
 		h := startDial(t, rel, testConfig(), true)
 		h.sync(t)
 		mark := len(h.rec.snapshot())
@@ -710,6 +715,7 @@ func TestInteropGapUncoverable(t *testing.T) {
 		}
 	})
 	t.Run("replay silent", func(t *testing.T) {
+		t.Parallel()
 		cfg := testConfig()
 		cfg.ReplayTimeout = 300 * time.Millisecond
 		h := startDial(t, rel, cfg, true)
@@ -736,6 +742,7 @@ func TestInteropGapUncoverable(t *testing.T) {
 		h.expect(t, mark, append(want, h.want(t, d, e)...))
 	})
 	t.Run("no replay endpoint", func(t *testing.T) {
+		t.Parallel()
 		h := startDial(t, rel, testConfig(), false)
 		h.sync(t)
 		mark := len(h.rec.snapshot())
@@ -756,6 +763,7 @@ func TestInteropGapUncoverable(t *testing.T) {
 // ROUTER does meanwhile (never answers, or is not there at all), a rank that missed
 // nothing keeps its index.
 func TestInteropQuietNoClear(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	const quiet = 2500 * time.Millisecond
 	check := func(t *testing.T, h *harness) {
@@ -771,6 +779,7 @@ func TestInteropQuietNoClear(t *testing.T) {
 		h.expect(t, mark, h.want(t, a, b))
 	}
 	t.Run("replay silent", func(t *testing.T) {
+		t.Parallel()
 		cfg := testConfig()
 		cfg.ReplayTimeout = 300 * time.Millisecond
 		h := startDial(t, rel, cfg, true)
@@ -779,6 +788,7 @@ func TestInteropQuietNoClear(t *testing.T) {
 		check(t, h)
 	})
 	t.Run("replay unreachable", func(t *testing.T) {
+		t.Parallel()
 		pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*")
 		tg := pub.target(t, false, "")
 		tg.Replay = fmt.Sprintf("tcp://127.0.0.1:%d", freePorts(t, 1)[0])
@@ -794,6 +804,7 @@ func TestInteropQuietNoClear(t *testing.T) {
 // published before the subscriber had reconnected: the replay buffer still holds
 // them, as it does for a subscriber that joins late.
 func TestInteropRestart(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	cfg := testConfig()
 	// The subscriber notices the restart at once and waits Retry before it dials
@@ -839,8 +850,10 @@ func counted(s batchSpec, n int) map[string]any {
 // A subscriber that joins after the engine published replays the buffer from 0; one
 // whose buffer no longer reaches back to 0 still applies what the buffer holds.
 func TestInteropLateJoin(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	t.Run("from 0", func(t *testing.T) {
+		t.Parallel()
 		pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*")
 		a, b, c := marker(1), marker(2), marker(3)
 		for _, s := range []batchSpec{a, b, c} {
@@ -858,6 +871,7 @@ func TestInteropLateJoin(t *testing.T) {
 		}
 	})
 	t.Run("buffer truncated", func(t *testing.T) {
+		t.Parallel()
 		pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*")
 		a, b, c, d := marker(1), marker(2), marker(3), marker(4)
 		pub.publish(t, a)
@@ -885,6 +899,7 @@ func TestInteropLateJoin(t *testing.T) {
 // rank and the new batches follow. An oversized message drops the engine's
 // connection, which libzmq re-establishes on its own.
 func TestInteropBind(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	ports := freePorts(t, 2)
 	const rank = 1
@@ -954,6 +969,7 @@ func TestInteropBind(t *testing.T) {
 // the oversized message dropped its connection, clears the rank (the replay meets
 // the oversized message again), and keeps applying batches in order.
 func TestInteropFlood(t *testing.T) {
+	t.Parallel()
 	rel := newestRelease(t)
 	cfg := testConfig()
 	cfg.MaxMessageSize = 64 << 10
