@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 func TestConcurrentRender(t *testing.T) {
@@ -35,7 +37,7 @@ func TestConcurrentRender(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the concurrent renders")
 }
 
 func TestParseRefusesNamingTheFeature(t *testing.T) {

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // TestPowMatchesPython compares float ** float with CPython (glibc pow) on
@@ -26,7 +27,7 @@ func TestPowMatchesPython(t *testing.T) {
 		xs, ys = append(xs, x), append(ys, y)
 		lines = append(lines, fmt.Sprintf("%s %s", pyFloat(x), pyFloat(y)))
 	}
-	cmd := exec.Command(py, "-c", `import sys, json
+	cmd := testwait.Command(t, testwait.Deadline, py, "-c", `import sys, json
 print(json.dumps([repr(float(a) ** float(b)) for a, b in (l.split() for l in sys.stdin.read().splitlines())]))`)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n"))
 	out, err := cmd.Output()

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // The differential tests render through testdata/reference.py (Debian's
@@ -28,7 +29,7 @@ func needPython(t testing.TB) string {
 	if py == "" {
 		py = "/usr/bin/python3"
 	}
-	if err := exec.Command(py, "-c", "import jinja2").Run(); err != nil {
+	if err := testwait.Command(t, testwait.Deadline, py, "-c", "import jinja2").Run(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("reference python %s with jinja2 is required under CI: %v", py, err)
 		}
@@ -55,6 +56,10 @@ type refResult struct {
 	Error  *string `json:"error"`
 }
 
+// referenceTimeout bounds one run of reference.py, which renders a whole batch of
+// cases with jinja2.
+const referenceTimeout = 2 * time.Minute
+
 func runReference(t testing.TB, cases []refCase) []refResult {
 	t.Helper()
 	py := needPython(t)
@@ -62,7 +67,7 @@ func runReference(t testing.TB, cases []refCase) []refResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, filepath.Join("testdata", "reference.py"))
+	cmd := testwait.Command(t, referenceTimeout, py, filepath.Join("testdata", "reference.py"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive a timed-out test
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
