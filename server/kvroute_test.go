@@ -166,3 +166,39 @@ func TestKVConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// With P/D the prefill engine is chosen by cache: a conversation's prefills stay on
+// one prefill engine; decode engines are chosen by load.
+func TestServePrefixPolicyPicksThePrefillEngine(t *testing.T) {
+	s := startServer(t, func(c *Config) {
+		c.LBPolicy = "prefix"
+		c.MockEngines = 2
+		c.PD.MockPrefillEngines = 2
+	})
+	base := "http://" + s.HTTPAddr()
+	history := prompt(1000, 512)
+	for turn := range 5 {
+		history = append(history, prompt(50000+turn*100, 64)...)
+		complete(t, base, history, -1)
+	}
+	mfs, err := s.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRank := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "prefill_switchyard_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "rank" {
+					perRank[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if perRank["0"]+perRank["1"] != 5 || (perRank["0"] != 5 && perRank["1"] != 5) {
+		t.Fatalf("prefill legs per rank %v: want all 5 turns on one prefill engine", perRank)
+	}
+}
