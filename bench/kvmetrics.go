@@ -72,3 +72,49 @@ func waitKVSubscribed(ctx context.Context, srv *server.Server, n int) error {
 		}
 	}
 }
+
+// lagProbe measures how late a 1 ms sleep wakes while a workload runs. The mock
+// engines step on the same kind of timer, so on a busy machine every TTFT carries
+// this lag, whatever the routing: a large one says the TTFT comparison is noise.
+type lagProbe struct {
+	h    *Hist
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startLagProbe() *lagProbe {
+	p := &lagProbe{h: NewHist(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		const tick = time.Millisecond
+		t := time.NewTimer(tick)
+		defer t.Stop()
+		for {
+			at := time.Now()
+			t.Reset(tick)
+			select {
+			case <-p.stop:
+				return
+			case now := <-t.C:
+				p.h.Record(now.Sub(at) - tick)
+			}
+		}
+	}()
+	return p
+}
+
+// finish stops the probe and returns the lag's p99 in milliseconds.
+func (p *lagProbe) finish() float64 {
+	close(p.stop)
+	<-p.done
+	return float64(p.h.Quantile(0.99)) / 1e6
+}
+
+// kvLagWarning says when the timer lag makes a policy's TTFT figures unreliable.
+func kvLagWarning(p *KVPolicy) string {
+	if p.TimerLagP99MS*1e3 <= LagWarnP99US {
+		return ""
+	}
+	return fmt.Sprintf("%s: a 1 ms timer woke %s ms late at p99 while the workload ran (the machine was busy): "+
+		"every TTFT carries that lag, so compare hit ratios and judge TTFT on a quieter machine", p.Policy, fmtFloat(p.TimerLagP99MS))
+}

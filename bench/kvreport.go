@@ -36,6 +36,9 @@ type KVPolicy struct {
 	PredictedHitRatio float64          `json:"predicted_hit_ratio,omitempty"`
 	Decisions         map[string]int64 `json:"route_decisions,omitempty"`
 	IndexClears       int64            `json:"index_clears,omitempty"`
+	// TimerLagP99MS is how late a 1 ms timer woke at p99 during the replay: the
+	// machine's own noise in every TTFT (kvmetrics.go).
+	TimerLagP99MS float64 `json:"timer_lag_p99_ms"`
 	// AnswerMismatches counts answers unlike the workload's (mockengine.TokensFor):
 	// the next turn's prompt then no longer continues what the engine cached, and
 	// the hit ratio is lower than the routing deserves. 0 in a sound run.
@@ -159,6 +162,7 @@ func printKV(w io.Writer, r *Report) error {
 		{"failed", func(p *KVPolicy) string { return fmt.Sprint(p.Failed) }},
 		{"answers unlike the workload", func(p *KVPolicy) string { return fmt.Sprint(p.AnswerMismatches) }},
 		{"seconds", func(p *KVPolicy) string { return fmtFloat(p.Seconds) }},
+		{"1 ms timer lag p99 (ms)", func(p *KVPolicy) string { return fmtFloat(p.TimerLagP99MS) }},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t", row.name)

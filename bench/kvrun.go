@@ -37,6 +37,9 @@ func runKV(ctx context.Context, cfg Config, opt Options, r *Report) error {
 			return fmt.Errorf("kv %s: %w", policy, err)
 		}
 		r.KV[policy] = p
+		if warn := kvLagWarning(p); warn != "" {
+			r.Warnings = append(r.Warnings, warn)
+		}
 	}
 	return nil
 }
@@ -77,12 +80,15 @@ func runKVPolicy(ctx context.Context, cfg Config, w *KVWorkload, policy string, 
 		}
 	}
 	drv := newKVDriver(srv.Dispatcher(), w)
+	lag := startLagProbe()
 	began := time.Now()
 	drv.run(ctx, began)
+	lagP99 := lag.finish()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	p := drv.figures(policy, began)
+	p.TimerLagP99MS = lagP99
 	engines.count(p)
 	p.OracleHitRatio = w.OracleHitRatio()
 	return p, readKVMetrics(reg, p)

@@ -50,13 +50,14 @@ type KVWorkloadConfig struct {
 
 // DefaultKVWorkload is the workload the README quotes for kind. Multi-turn: 32
 // conversations of 8 turns over 4 system prompts of 512 tokens, each opening with a
-// 1,024-token document, 64-token user messages and 128-token answers, so most of a
-// late turn's prompt is its own conversation's history, which only the engine that
-// served the previous turn holds. Shared-prefix: 256 requests over 16 prefixes of
-// 1,024 tokens with 64-token suffixes.
+// 2,048-token document, 64-token user messages and 128-token answers, so most of a
+// prompt is its own conversation's history, which only the engine that served the
+// previous turn holds: the system prompts, which every engine soon holds, are 16% of
+// the prompt tokens. Shared-prefix: 256 requests over 16 prefixes of 1,024 tokens
+// with 64-token suffixes.
 func DefaultKVWorkload(kind string) KVWorkloadConfig {
 	c := KVWorkloadConfig{Kind: kind, Seed: 1, BlockSize: mockengine.DefaultBlockSize, Prefixes: 4, PrefixTokens: 512,
-		Conversations: 32, Turns: 8, FirstTokens: 1024, UserTokens: 64, AnswerTokens: 128,
+		Conversations: 32, Turns: 8, FirstTokens: 2048, UserTokens: 64, AnswerTokens: 128,
 		Think: 100 * time.Millisecond, Rate: 40}
 	if kind == WorkloadSharedPrefix {
 		c.Conversations, c.Turns, c.Prefixes, c.PrefixTokens = 256, 1, 16, 1024

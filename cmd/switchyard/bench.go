@@ -292,7 +292,7 @@ func kvBenchFlags() []cli.Flag {
 		&cli.IntFlag{Name: "turns", Category: cat, Value: mt.Workload.Turns, Usage: "multi-turn: turns per conversation"},
 		&cli.IntFlag{Name: "prefixes", Category: cat, Usage: "shared system prompts (multi-turn, default 4) or shared prefixes (shared-prefix, default 16)"},
 		&cli.IntFlag{Name: "prefix-tokens", Category: cat, Usage: "length of each shared prefix (default 512 multi-turn, 1024 shared-prefix)"},
-		&cli.IntFlag{Name: "first-tokens", Category: cat, Usage: "multi-turn: each conversation's own first message (default 1024); shared-prefix: each request's own suffix (default 64)"},
+		&cli.IntFlag{Name: "first-tokens", Category: cat, Usage: "multi-turn: each conversation's own first message (default 2048); shared-prefix: each request's own suffix (default 64)"},
 		&cli.IntFlag{Name: "user-tokens", Category: cat, Value: mt.Workload.UserTokens, Usage: "multi-turn: each later user message"},
 		&cli.DurationFlag{Name: "think-time", Category: cat, Value: mt.Workload.Think, Usage: "multi-turn: mean pause between an answer and the next turn (exponential)"},
 		&cli.FloatFlag{Name: "cache-share", Category: cat, Value: mt.CacheShare, Usage: "each engine's prefix cache holds this share of the workload's working set"},
