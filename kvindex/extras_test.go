@@ -160,3 +160,19 @@ func TestMultimodalStop(t *testing.T) {
 		}
 	}
 }
+
+// Token ids past 32 bits (no vocabulary has them, a hostile event might) are hashed
+// whole: blocks that differ only in high bits never share a key.
+func TestTokensBeyond32Bits(t *testing.T) {
+	k := newKeyer(1)
+	k.reserve(32)
+	for _, n := range []int{16, 32, 5} {
+		a, b := seq(1, n), seq(1, n)
+		b[n-1] += 1 << 32
+		c := seq(1, n)
+		c[0] = -c[0]
+		if k.tokens(a) == k.tokens(b) || k.tokens(a) == k.tokens(c) || k.tokens(b) == k.tokens(c) {
+			t.Errorf("%d tokens: high bits lost", n)
+		}
+	}
+}

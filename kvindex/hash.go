@@ -40,14 +40,25 @@ func (k *keyer) reserve(n int) {
 	}
 }
 
-// tokens hashes one block's token ids. Each pair of ids is whitened with keys that
-// depend on its position and multiplied (an NH-style sum): the products do not
-// depend on each other, so the CPU runs them in parallel, and order matters because
-// every position has its own key. The caller has reserved len(t) positions.
+// tokens hashes one block's token ids with NH, the hash of UMAC: ids are added to
+// keys that depend on their position and multiplied in pairs, the products summed.
+// The products do not depend on each other, so the CPU runs them in parallel, and
+// order matters because every position has its own key. For two different blocks,
+// the chance of equal sums is at most 2^-32 (NH's bound), and a false match also
+// needs the same parent: one lookup in ten million meets one at a thousand indexed
+// siblings, and then counts one block too many. The caller has reserved len(t)
+// positions.
 func (k *keyer) tokens(t []int64) uint64 {
+	if len(t) == 16 { // vLLM's default block: straight to the unrolled hash
+		return nh16((*[16]int64)(t), (*[16]uint64)(k.pos))
+	}
+	return k.tokensAny(t)
+}
+
+func (k *keyer) tokensAny(t []int64) uint64 {
 	p := k.pos[:len(t)]
 	var acc uint64
-	for len(t) >= 16 { // vLLM's default block; unrolled, without bounds checks
+	for len(t) >= 16 { // unrolled, without bounds checks
 		acc += nh16((*[16]int64)(t), (*[16]uint64)(p))
 		t, p = t[16:], p[16:]
 	}
@@ -57,7 +68,23 @@ func (k *keyer) tokens(t []int64) uint64 {
 	return acc
 }
 
+// nh16 hashes 16 ids. Token ids are below 2^32 in every vocabulary; a block with an
+// id outside [0, 2^32), which NH's 32-bit lanes would truncate, is hashed whole by
+// nh16Wide instead.
 func nh16(t *[16]int64, p *[16]uint64) uint64 {
+	or := t[0] | t[1] | t[2] | t[3] | t[4] | t[5] | t[6] | t[7] |
+		t[8] | t[9] | t[10] | t[11] | t[12] | t[13] | t[14] | t[15]
+	if uint64(or)>>32 != 0 {
+		return nh16Wide(t, p)
+	}
+	nh := func(i int) uint64 {
+		return uint64(uint32(t[i])+uint32(p[i])) * uint64(uint32(t[i+1])+uint32(p[i+1]))
+	}
+	return nh(0) + nh(2) + nh(4) + nh(6) + nh(8) + nh(10) + nh(12) + nh(14)
+}
+
+// nh16Wide hashes 16 ids of any value, one 128-bit product per pair.
+func nh16Wide(t *[16]int64, p *[16]uint64) uint64 {
 	a := mum(uint64(t[0])^p[0], uint64(t[1])^p[1]) + mum(uint64(t[2])^p[2], uint64(t[3])^p[3])
 	b := mum(uint64(t[4])^p[4], uint64(t[5])^p[5]) + mum(uint64(t[6])^p[6], uint64(t[7])^p[7])
 	c := mum(uint64(t[8])^p[8], uint64(t[9])^p[9]) + mum(uint64(t[10])^p[10], uint64(t[11])^p[11])

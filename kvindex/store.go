@@ -60,30 +60,37 @@ func (ix *Index) keyStored(s *Stored, parent uint64) {
 }
 
 // bind makes vLLM hash v on rank name content key, newest in the rank's list, and
-// returns the entries evicted to make room.
+// returns the entries evicted to make room. One probe of rtab finds the record or
+// its empty bucket; it is probed again only after a removal moved buckets.
 func (ix *Index) bind(rank int, v, key uint64, fam uint8) int {
-	if ri := ix.findRec(rank, v); ri != noRec {
-		r := ix.recs.at(ri)
-		if ix.slots.at(r.slot).key == key {
+	i, empty := ix.probeRec(rank, v)
+	if i >= 0 {
+		ri := ix.rtab[i] - 1
+		if ix.slots.at(ix.recs.at(ri).slot).key == key {
+			// No mark can wait here: MarkPending skips blocks the rank holds.
 			ix.touch(rank, ri)
-			ix.releasePending(r.slot, rank)
 			return 0
 		}
 		ix.dropRec(ri)
+		_, empty = ix.probeRec(rank, v)
 	}
-	evicted := ix.makeRoom()
+	evicted := 0
+	if ix.total >= ix.cfg.MaxBlocks {
+		evicted = ix.makeRoom()
+		_, empty = ix.probeRec(rank, v)
+	}
 	si := ix.slotFor(key, fam)
-	ix.addRec(rank, v, si)
+	ix.addRec(rank, v, si, empty)
 	ix.releasePending(si, rank)
 	return evicted
 }
 
-// addRec records that rank holds slot si under vLLM hash v, newest.
-func (ix *Index) addRec(rank int, v uint64, si uint32) {
+// addRec records that rank holds slot si under vLLM hash v, newest, in rtab's
+// empty bucket for (rank, v).
+func (ix *Index) addRec(rank int, v uint64, si uint32, bucket int) {
 	ri := ix.newRec()
 	ix.recs.at(ri).set(rank, v, si)
-	_, empty := ix.probeRec(rank, v)
-	ix.rtab[empty] = ri + 1
+	ix.rtab[bucket] = ri + 1
 	ix.linkNewest(rank, ri)
 	ix.ranks[rank].n++
 	ix.total++
@@ -167,9 +174,6 @@ func (ix *Index) touch(rank int, ri uint32) {
 // little more than needed (slack) so that the scan for the largest rank is paid
 // once per batch, not once per entry.
 func (ix *Index) makeRoom() int {
-	if ix.total < ix.cfg.MaxBlocks {
-		return 0
-	}
 	rank := ix.largestRank()
 	n := min(ix.total-ix.cfg.MaxBlocks+1+ix.slack, ix.ranks[rank].n)
 	ix.evictOldest(rank, n)
