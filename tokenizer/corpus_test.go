@@ -43,7 +43,7 @@ func hostileCorpus() []string {
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 2300)
 	c = append(c, long)
 	c = append(c, strings.Repeat("a", 100000))
-	// Shorter runs of the other shapes: the JS reference's BPE is slow on one huge word.
+	// Shorter runs of the other shapes.
 	c = append(c, strings.Repeat(" ", 10000))
 	c = append(c, strings.Repeat("日本", 5000))
 	c = append(c, strings.Repeat("1", 10000))
@@ -60,8 +60,8 @@ func hostileCorpus() []string {
 }
 
 // loneSurrogateJSON holds corpus entries only JSON can express: lone UTF-16 surrogates. JS keeps
-// them in its string; Go's JSON decoder turns each into U+FFFD, and so does JS's UTF-8 encoding
-// of them, so both sides tokenize the same bytes.
+// them in its string; Go's JSON decoder turns each into U+FFFD, and so does the Node binding when
+// it hands the string to Rust as UTF-8, so both sides tokenize the same text.
 var loneSurrogateJSON = []string{`"a\ud800b"`, `"\udfff"`, `"x\ud83dy\ude00z"`, `"\ud83d"`}
 
 // corpusJSON renders the corpus as the JSON array the reference reads; the Go side reads the
