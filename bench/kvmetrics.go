@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchyard-llm/switchyard/server"
 )
@@ -29,7 +30,9 @@ func readKVMetrics(reg *prometheus.Registry, p *KVPolicy) error {
 			case "switchyard_kv_routed_cached_tokens_total":
 				cached += v
 			case "switchyard_kv_index_clears_total":
-				p.IndexClears += int64(v)
+				if labelOf(m, "reason") != "engine_up" { // every engine's first join clears an empty index
+					p.IndexClears += int64(v)
+				}
 			case "switchyard_kv_route_decisions_total":
 				if v == 0 {
 					continue
@@ -37,16 +40,22 @@ func readKVMetrics(reg *prometheus.Registry, p *KVPolicy) error {
 				if p.Decisions == nil {
 					p.Decisions = map[string]int64{}
 				}
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "reason" {
-						p.Decisions[l.GetValue()] += int64(v)
-					}
-				}
+				p.Decisions[labelOf(m, "reason")] += int64(v)
 			}
 		}
 	}
 	p.PredictedHitRatio = ratio(cached, prompt)
 	return nil
+}
+
+// labelOf is m's value of label name, "" when it has none.
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // waitKVSubscribed waits until switchyard follows every engine's KV-event

@@ -32,7 +32,8 @@ type KVPolicy struct {
 	// PredictedHitRatio is the share of routed prompt tokens switchyard's index
 	// expected cached on the rank it chose (kv, prefix): next to HitRatio, how well
 	// the index tracked the engines' caches. Decisions are its rank choices by
-	// reason; IndexClears how often it dropped a rank's index (gaps, restarts).
+	// reason; IndexClears how often it dropped a rank's index (gaps, restarts; not
+	// the clear of an empty index as each engine first joins).
 	PredictedHitRatio float64          `json:"predicted_hit_ratio,omitempty"`
 	Decisions         map[string]int64 `json:"route_decisions,omitempty"`
 	IndexClears       int64            `json:"index_clears,omitempty"`
@@ -157,7 +158,7 @@ func printKV(w io.Writer, r *Report) error {
 		{"busiest engine / mean", func(p *KVPolicy) string { return fmtFloat(p.MaxOverMean) }},
 		{"predicted hit ratio (switchyard's index)", func(p *KVPolicy) string { return orDash(p.PredictedHitRatio, fmtFloat) }},
 		{"route decisions", func(p *KVPolicy) string { return fmtDecisions(p.Decisions) }},
-		{"index clears", func(p *KVPolicy) string { return fmt.Sprint(p.IndexClears) }},
+		{"index clears (gaps, restarts)", func(p *KVPolicy) string { return fmt.Sprint(p.IndexClears) }},
 		{"requests finished", func(p *KVPolicy) string { return fmt.Sprint(p.Requests) }},
 		{"failed", func(p *KVPolicy) string { return fmt.Sprint(p.Failed) }},
 		{"answers unlike the workload", func(p *KVPolicy) string { return fmt.Sprint(p.AnswerMismatches) }},
