@@ -92,8 +92,9 @@ func (c Config) Validate() error {
 		return &ConfigError{"MaxBlocks", "must be 1 to 16,777,214"}
 	case c.MaxRanks < 1 || c.MaxRanks > maxRanksLimit:
 		return &ConfigError{"MaxRanks", "must be 1 to 65,536"}
-	case c.MaxPending < 1 || c.MaxPending > maxRecords:
-		return &ConfigError{"MaxPending", "must be 1 to 16,777,214"}
+	case c.MaxPending < 1 || c.MaxBlocks+c.MaxPending > maxRecords:
+		// Slots, which blocks and marks both hold, are numbered in 24 bits.
+		return &ConfigError{"MaxPending", "must be at least 1, and MaxBlocks + MaxPending at most 16,777,214"}
 	case c.PendingTTL < 0:
 		return &ConfigError{"PendingTTL", "must not be negative"}
 	case c.MaxBlockSize < 1 || c.MaxBlockSize > maxBlockLimit:

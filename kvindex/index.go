@@ -37,11 +37,34 @@ type StoreResult struct {
 // slot is one block content: its key and the ranks that hold it. 24 bytes.
 type slot struct {
 	key  uint64
-	mask uint64 // ranks of group base holding the block, unless its aux has over
-	aux  uint32 // 1-based index in Index.aux, 0: none; the free-list link when free
-	base uint16 // the rank group (rank/64) that mask covers
-	fam  uint8  // index in Index.fams: the block size
-	_    uint8
+	mask uint64 // ranks of group base() holding the block, unless its aux is promoted; the free-list link when free
+	// meta packs, from bit 0: aux (24 bits, 1-based index in Index.aux, 0: none),
+	// child (24 bits, the slot of the block most recently stored under this one,
+	// 1-based, 0: none; a hint a lookup checks by key), base (10 bits, the rank group
+	// that mask covers), fam (6 bits, index in Index.fams: the block size).
+	meta uint64
+}
+
+const (
+	childShift = 24
+	baseShift  = 48
+	famShift   = 58
+	field24    = 1<<24 - 1
+)
+
+func (s *slot) aux() uint32   { return uint32(s.meta & field24) }
+func (s *slot) child() uint32 { return uint32(s.meta>>childShift) & field24 }
+func (s *slot) base() int     { return int(s.meta>>baseShift) & (1<<10 - 1) }
+func (s *slot) fam() uint8    { return uint8(s.meta >> famShift) }
+
+func (s *slot) setAux(a uint32) { s.meta = s.meta&^field24 | uint64(a) }
+
+func (s *slot) setChild(c uint32) {
+	s.meta = s.meta&^(field24<<childShift) | uint64(c)<<childShift
+}
+
+func (s *slot) setBase(g int) {
+	s.meta = s.meta&^((1<<10-1)<<baseShift) | uint64(g)<<baseShift
 }
 
 // rec is one (block, rank) residency: vLLM's hash on that rank and the content it
@@ -113,7 +136,7 @@ type Index struct {
 	ctab     []uint64 // content key → slot: (low 32 bits of key)<<32 | slot+1
 	rtab     []uint32 // (rank, vLLM hash) → record+1
 	slots    pages[slot]
-	slotFree uint32 // 1-based free list through slot.aux
+	slotFree uint32 // 1-based free list through slot.mask
 	recs     pages[rec]
 	recFree  uint32 // 1-based free list through rec.next
 	aux      []aux  // aux[0] unused
@@ -129,9 +152,10 @@ type Index struct {
 	dups  map[uint64]int32
 	marks markRing
 
-	buf  []byte
-	keys []uint64
-	sc   scratch
+	buf   []byte
+	keys  []uint64
+	bound []uint32 // the slots of the chain being stored, last block first
+	sc    scratch
 }
 
 // New returns an empty Index, or a *ConfigError.

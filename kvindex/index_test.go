@@ -2,6 +2,8 @@ package kvindex
 
 import (
 	"errors"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -320,4 +322,25 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemoryPerEntry guards the README's figure: the heap per (block, rank) entry of
+// a full index of distinct blocks, tables included, stays within 64 bytes.
+func TestMemoryPerEntry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 200,000 entries")
+	}
+	const entries = 200_000
+	before := heapInUse()
+	ix := newTestIndex(t, Config{MaxBlocks: entries, MaxPending: entries / 16, MaxRanks: 8})
+	rng := rand.New(rand.NewPCG(5, 5))
+	for r := 0; ix.Len() < entries; r = (r + 1) % 8 {
+		storeChain(ix, rng, r, randToks(rng, 128*benchBlock), 0)
+	}
+	per := float64(heapInUse()-before) / float64(ix.Len())
+	t.Logf("%.1f bytes per entry", per)
+	if per > 64 {
+		t.Errorf("%.1f bytes per (block, rank) entry, want at most 64", per)
+	}
+	runtime.KeepAlive(ix)
 }

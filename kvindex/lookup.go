@@ -111,24 +111,44 @@ func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 // noSlot from there), and returns the last one found; prev is the slot of the block
 // before the batch.
 //
-// A chain stored in one event takes consecutive slots (Store binds it last block
-// first, so a block's child sits just below it; slots freed by evicting a chain are
-// reused in the order that puts it just above), so the slot beside the previous
-// block's is tried first: a load from a line most likely in cache already. At a
-// break of the chain, the rest of the batch is looked up in ctab at once: the home
-// buckets are loaded in one pass whose loads do not depend on one another, so their
-// cache misses overlap (blocks decoded one at a time break the chain at every block).
+// It follows the chain from slot to slot before it probes ctab. A chain stored in
+// one event takes consecutive slots (Store binds it last block first, so a block's
+// child sits just below it; slots freed by evicting a chain are reused in the order
+// that puts it just above), so the slot beside the previous block's comes first: a
+// load from a line most likely in cache. Next, the previous slot's child hint (the
+// block stored under it last): one load, where ctab costs two. A second hint in a
+// row means blocks stored one by one (decoded output, interleaved with other
+// requests): the rest of the batch is looked up in ctab at once instead, the loads
+// overlapping.
 func (ix *Index) probeBatch(m int, prev uint32) uint32 {
-	sc := &ix.sc
+	sc, jumps := &ix.sc, 0
 	for j := range m {
 		s := ix.besideSlot(prev, sc.keys[j])
+		if s == noSlot && jumps < 2 {
+			s = ix.childSlot(prev, sc.keys[j])
+			jumps++
+		}
 		if s == noSlot {
 			return ix.probeRest(j, m)
+		}
+		if s == prev-1 || s == prev+1 {
+			jumps = 0
 		}
 		sc.slots[j] = s
 		prev = s
 	}
 	return prev
+}
+
+// childSlot returns prev's child hint if it holds key, else noSlot.
+func (ix *Index) childSlot(prev uint32, key uint64) uint32 {
+	if prev == noSlot {
+		return noSlot
+	}
+	if c := ix.slots.at(prev).child(); c != 0 && ix.slots.at(c-1).key == key {
+		return c - 1
+	}
+	return noSlot
 }
 
 // probeRest looks up sc.keys[j:m] in ctab and returns the last slot (noSlot when
@@ -229,11 +249,11 @@ func (ix *Index) collect(out []Match) []Match {
 
 // pendWord is the ranks of group g with a live pending mark on the slot.
 func (ix *Index) pendWord(s *slot, g int, now int64) uint64 {
-	if s.aux == 0 {
+	if s.aux() == 0 {
 		return 0
 	}
 	var m uint64
-	for _, p := range ix.aux[s.aux].pend {
+	for _, p := range ix.aux[s.aux()].pend {
 		if int(p.rank)>>6 == g && p.deadline > now {
 			m |= 1 << (p.rank & 63)
 		}

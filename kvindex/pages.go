@@ -32,11 +32,11 @@ func (ix *Index) newSlot(key uint64, fam uint8) uint32 {
 	var i uint32
 	if ix.slotFree != 0 {
 		i = ix.slotFree - 1
-		ix.slotFree = ix.slots.at(i).aux
+		ix.slotFree = uint32(ix.slots.at(i).mask)
 	} else {
 		i = ix.slots.grow()
 	}
-	*ix.slots.at(i) = slot{key: key, fam: fam}
+	*ix.slots.at(i) = slot{key: key, meta: uint64(fam) << famShift}
 	ix.fams[fam].slots++
 	return i
 }
@@ -44,8 +44,8 @@ func (ix *Index) newSlot(key uint64, fam uint8) uint32 {
 func (ix *Index) freeSlot(i uint32) {
 	s := ix.slots.at(i)
 	ix.dropAux(s)
-	ix.fams[s.fam].slots--
-	*s = slot{aux: ix.slotFree}
+	ix.fams[s.fam()].slots--
+	*s = slot{mask: uint64(ix.slotFree)} // a free slot links the free list through mask
 	ix.slotFree = i + 1
 }
 
@@ -67,44 +67,44 @@ func (ix *Index) freeRec(i uint32) {
 // auxOf returns the slot's aux, making one when it has none. Freed aux keep their
 // slices' capacity, so steady-state marks do not allocate.
 func (ix *Index) auxOf(s *slot) *aux {
-	if s.aux != 0 {
-		return &ix.aux[s.aux]
+	if s.aux() != 0 {
+		return &ix.aux[s.aux()]
 	}
 	if ix.auxFree != 0 {
-		s.aux = ix.auxFree
-		ix.auxFree = ix.aux[s.aux].free
+		s.setAux(ix.auxFree)
+		ix.auxFree = ix.aux[s.aux()].free
 	} else {
 		ix.aux = append(ix.aux, aux{})
-		s.aux = uint32(len(ix.aux) - 1)
+		s.setAux(uint32(len(ix.aux) - 1))
 	}
-	a := &ix.aux[s.aux]
+	a := &ix.aux[s.aux()]
 	a.free = 0
 	return a
 }
 
 // dropAux frees a slot's aux whatever it holds; the slot is going away.
 func (ix *Index) dropAux(s *slot) {
-	if s.aux == 0 {
+	if s.aux() == 0 {
 		return
 	}
-	a := &ix.aux[s.aux]
+	a := &ix.aux[s.aux()]
 	clear(a.over)
 	a.promoted, a.overN, a.pend = false, 0, a.pend[:0]
 	a.free = ix.auxFree
-	ix.auxFree = s.aux
-	s.aux = 0
+	ix.auxFree = s.aux()
+	s.setAux(0)
 }
 
 // maybeDropAux frees a slot's aux once it holds nothing.
 func (ix *Index) maybeDropAux(s *slot) {
-	if s.aux == 0 {
+	if s.aux() == 0 {
 		return
 	}
-	a := &ix.aux[s.aux]
+	a := &ix.aux[s.aux()]
 	if a.promoted || len(a.pend) > 0 {
 		return
 	}
 	a.free = ix.auxFree
-	ix.auxFree = s.aux
-	s.aux = 0
+	ix.auxFree = s.aux()
+	s.setAux(0)
 }

@@ -106,10 +106,10 @@ func (ix *Index) dropMark(m mark) {
 		return
 	}
 	s := ix.slots.at(si)
-	if s.aux == 0 {
+	if s.aux() == 0 {
 		return
 	}
-	a := &ix.aux[s.aux]
+	a := &ix.aux[s.aux()]
 	for i, p := range a.pend {
 		if p.rank == m.rank && p.deadline <= m.deadline {
 			a.pend = deleteAt(a.pend, i)
@@ -135,10 +135,10 @@ func (ix *Index) setPending(si uint32, rank int, deadline int64) {
 // releasePending ends the slot's mark for rank: the content has arrived there.
 func (ix *Index) releasePending(si uint32, rank int) {
 	s := ix.slots.at(si)
-	if s.aux == 0 {
+	if s.aux() == 0 {
 		return
 	}
-	a := &ix.aux[s.aux]
+	a := &ix.aux[s.aux()]
 	for i := range a.pend {
 		if int(a.pend[i].rank) == rank {
 			a.pend = deleteAt(a.pend, i)

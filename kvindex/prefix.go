@@ -18,9 +18,12 @@ func (ix *Index) Routed(rank int, q *Query, capacityBlocks int, blockSize int) {
 	ix.promptKeys(q, blockSize)
 	// The content key stands in for vLLM's hash: it is unique on the rank. Newest
 	// last, so the prompt's first block is the most recent, as in Store.
+	ix.bound = ix.bound[:0]
 	for i := len(ix.keys) - 1; i >= 0; i-- {
-		ix.bind(rank, ix.keys[i], ix.keys[i], fam)
+		si, _ := ix.bind(rank, ix.keys[i], ix.keys[i], fam)
+		ix.bound = append(ix.bound, si)
 	}
+	ix.linkChildren(noSlot)
 	if c := ix.ranks[rank].capacity; c > 0 && ix.ranks[rank].n > c {
 		ix.evictOldest(rank, ix.ranks[rank].n-c)
 	}

@@ -9,7 +9,7 @@ func (ix *Index) Store(rank int, s *Stored) StoreResult {
 	if !ix.validRank(rank) || !ix.validStored(s) {
 		return StoreResult{Invalid: n}
 	}
-	parent, ok := ix.parentKey(rank, s)
+	parent, parentSlot, ok := ix.parentKey(rank, s)
 	if !ok {
 		return StoreResult{UnknownParent: n}
 	}
@@ -23,10 +23,29 @@ func (ix *Index) Store(rank int, s *Stored) StoreResult {
 	res := StoreResult{Stored: n}
 	// Newest last: the chain's first block ends most recent, so a long chain loses
 	// its tail first, as vLLM's own eviction order does.
+	ix.bound = ix.bound[:0]
 	for i := n - 1; i >= 0; i-- {
-		res.Evicted += ix.bind(rank, s.Hashes[i], ix.keys[i], fam)
+		si, evicted := ix.bind(rank, s.Hashes[i], ix.keys[i], fam)
+		ix.bound = append(ix.bound, si)
+		res.Evicted += evicted
 	}
+	ix.linkChildren(parentSlot)
 	return res
+}
+
+// linkChildren points each slot of a chain just bound (ix.bound, last block first)
+// at its child, and the parent's slot (noSlot: a root) at the first block, so that a
+// lookup following the chain finds the next block without probing ctab. A hint is
+// only a hint: the lookup checks the key, so one overwritten by a later child, or
+// left on a slot freed since, costs a probe and nothing else.
+func (ix *Index) linkChildren(parent uint32) {
+	b := ix.bound
+	for i := len(b) - 1; i > 0; i-- {
+		ix.slots.at(b[i]).setChild(b[i-1] + 1)
+	}
+	if parent != noSlot && len(b) > 0 {
+		ix.slots.at(parent).setChild(b[len(b)-1] + 1)
+	}
 }
 
 func (ix *Index) validStored(s *Stored) bool {
@@ -35,16 +54,18 @@ func (ix *Index) validStored(s *Stored) bool {
 		len(s.Tokens) == n*bs && (s.Extra == nil || len(s.Extra) == n)
 }
 
-// parentKey is the content key the event's first block hangs from.
-func (ix *Index) parentKey(rank int, s *Stored) (uint64, bool) {
+// parentKey is the content key the event's first block hangs from, and its slot
+// (noSlot for a root).
+func (ix *Index) parentKey(rank int, s *Stored) (uint64, uint32, bool) {
 	if !s.HasParent {
-		return ix.k.root(s.BlockSize), true
+		return ix.k.root(s.BlockSize), noSlot, true
 	}
 	ri := ix.findRec(rank, s.Parent)
 	if ri == noRec {
-		return 0, false
+		return 0, noSlot, false
 	}
-	return ix.slots.at(ix.recs.at(ri).slot).key, true
+	si := ix.recs.at(ri).slot
+	return ix.slots.at(si).key, si, true
 }
 
 // keyStored fills ix.keys with the event's content keys, in chain order.
@@ -60,16 +81,16 @@ func (ix *Index) keyStored(s *Stored, parent uint64) {
 }
 
 // bind makes vLLM hash v on rank name content key, newest in the rank's list, and
-// returns the entries evicted to make room. One probe of rtab finds the record or
-// its empty bucket; it is probed again only after a removal moved buckets.
-func (ix *Index) bind(rank int, v, key uint64, fam uint8) int {
+// returns its slot and the entries evicted to make room. One probe of rtab finds the
+// record or its empty bucket; it is probed again only after a removal moved buckets.
+func (ix *Index) bind(rank int, v, key uint64, fam uint8) (uint32, int) {
 	i, empty := ix.probeRec(rank, v)
 	if i >= 0 {
 		ri := ix.rtab[i] - 1
-		if ix.slots.at(ix.recs.at(ri).slot).key == key {
+		if si := ix.recs.at(ri).slot; ix.slots.at(si).key == key {
 			// No mark can wait here: MarkPending skips blocks the rank holds.
 			ix.touch(rank, ri)
-			return 0
+			return si, 0
 		}
 		ix.dropRec(ri)
 		_, empty = ix.probeRec(rank, v)
@@ -82,7 +103,7 @@ func (ix *Index) bind(rank int, v, key uint64, fam uint8) int {
 	si := ix.slotFor(key, fam)
 	ix.addRec(rank, v, si, empty)
 	ix.releasePending(si, rank)
-	return evicted
+	return si, evicted
 }
 
 // addRec records that rank holds slot si under vLLM hash v, newest, in rtab's
