@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // tiny builds a small tokenizer.json: a SentencePiece-style BPE with byte fallback (the
@@ -226,7 +228,7 @@ func TestConcurrentEncode(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the concurrent encoders")
 }
 
 func TestAPI(t *testing.T) {
