@@ -18,12 +18,14 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // msgClient is one DEALER on the client protocol, reading on its own goroutine.
 type msgClient struct {
+	t    *testing.T
 	sock transport.Socket
 	in   chan [][]byte
 	done chan struct{}
@@ -37,7 +39,7 @@ func dialClient(t *testing.T, addr, id string) *msgClient {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
-	c := &msgClient{sock: sock, in: make(chan [][]byte, 4096), done: make(chan struct{})}
+	c := &msgClient{t: t, sock: sock, in: make(chan [][]byte, 4096), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		for {
@@ -60,7 +62,7 @@ func dialClient(t *testing.T, addr, id string) *msgClient {
 
 func (c *msgClient) close() {
 	c.sock.Close()
-	<-c.done
+	testwait.Recv(c.t, c.done, "the client's receive loop to end")
 }
 
 func addBody(t *testing.T, id string, maxTokens int64) [][]byte {
@@ -140,7 +142,7 @@ func alongside(t *testing.T, good *msgClient, name string, attack func()) {
 	done := make(chan int, 1)
 	go func() { done <- good.run(t, name, 50, 5) }()
 	attack()
-	if f := <-done; f > 0 {
+	if f := testwait.Recv(t, done, "the well-behaved client's requests during the attack"); f > 0 {
 		t.Errorf("during the attack %d of 50 well-behaved msgpack requests failed", f)
 	}
 }
@@ -222,7 +224,7 @@ func TestAttackClientHugeFrames(t *testing.T) {
 				_ = c.sock.Send([]byte{wire.RequestAdd}, huge) // fails once the server hangs up
 			}()
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the sends of the huge frames")
 	})
 	peak := sampleResources(t, tg.pid, "")
 	if peak.RSS > tg.base.RSS+rssSlack(96) {
@@ -323,10 +325,13 @@ func TestAttackClientBigAdds(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
+		deadline := time.After(testwait.Deadline)
 		for {
 			select {
 			case <-done:
 				return
+			case <-deadline:
+				t.Fatalf("waited %v for the big-ADD clients", testwait.Deadline)
 			case <-time.After(50 * time.Millisecond):
 				if r := sampleResources(t, tg.pid, ""); r.RSS > peak.RSS {
 					peak = r
@@ -357,7 +362,7 @@ func TestAttackClientIdleConnections(t *testing.T) {
 	peak := 0
 	alongside(t, good, "client-idle", func() {
 		for i := range n {
-			c, err := net.Dial("tcp", addr)
+			c, err := net.DialTimeout("tcp", addr, testwait.Deadline)
 			if err != nil {
 				t.Fatalf("dial %d: %v", i, err)
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -82,9 +83,10 @@ func startBurst(t *testing.T, endpoint string, n int) *burstClient {
 	return b
 }
 
-func (b *burstClient) close() {
+func (b *burstClient) close(t *testing.T) {
+	t.Helper()
 	b.sock.Close()
-	<-b.done
+	testwait.Recv(t, b.done, "the burst client's receive loop to end")
 }
 
 // One msgpack client sends 20,000 ADDs at once while an HTTP client sends
@@ -112,7 +114,7 @@ func TestAttackBurstOneClient(t *testing.T) {
 	eventually(t, 60*time.Second, "every burst request ended", func() bool {
 		return b.finished.Load()+b.refusals.Load() >= n
 	})
-	b.close()
+	b.close(t)
 	if r := b.refusals.Load(); r != 0 {
 		t.Errorf("%d of the burst's own requests were refused, first %s", r, *b.firstRefusal.Load())
 	}
@@ -164,7 +166,7 @@ func TestAttackStalledEngine(t *testing.T) {
 			t.Errorf("well-behaved request %d: %v %v %s", i, err, resp, body)
 		}
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the requests pinned to the stopped engine")
 	states := map[int]string{}
 	for _, e := range s.engines(t) {
 		states[e.Rank] = e.State

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -73,8 +74,8 @@ func TestAttackEngineKilledMidLoad(t *testing.T) {
 	if code := victim.stop(syscall.SIGKILL, 10*time.Second); code == 0 {
 		t.Errorf("killed engine exited 0")
 	}
-	good.wg.Wait()
-	doomed.wg.Wait()
+	testwait.Wait(t, &good.wg, "the load on rank 0")
+	testwait.Wait(t, &doomed.wg, "the load on the killed rank 1")
 	if good.ok.Load() != n {
 		t.Errorf("rank 0 while rank 1 was killed: %d of %d ok, %d failed (first: %v)", good.ok.Load(), n, good.clearFail.Load()+good.other.Load(), good.firstOther.Load())
 	}
@@ -109,8 +110,8 @@ func TestAttackEngineGarbage(t *testing.T) {
 	const n = 100
 	good := startPinnedLoad(ctx, s, 0, n, 4, 10)
 	bad := startPinnedLoad(ctx, s, 1, n, 4, 10)
-	good.wg.Wait()
-	bad.wg.Wait()
+	testwait.Wait(t, &good.wg, "the load on rank 0")
+	testwait.Wait(t, &bad.wg, "the load on the garbage rank 1")
 	if good.ok.Load() != n {
 		t.Errorf("rank 0 beside a garbage engine: %d of %d ok (first failure: %v)", good.ok.Load(), n, good.firstOther.Load())
 	}
@@ -181,7 +182,7 @@ func TestAttackHelloStorm(t *testing.T) {
 		}
 	}
 	close(stop)
-	storm.Wait()
+	testwait.Wait(t, &storm, "the hello storm to stop")
 	if !ready(t, s, 0) {
 		t.Errorf("the engine lost its rank to the storm")
 	}

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // target is a serve process under attack.
@@ -75,7 +77,7 @@ func (tg *target) wellBehaved(t *testing.T, n, conc int) (sent, failed int) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the well-behaved requests")
 	return n, int(bad.Load())
 }
 
@@ -112,7 +114,7 @@ func (tg *target) during(t *testing.T, attack func()) {
 		done <- [2]int{s, f}
 	}()
 	attack()
-	if r := <-done; r[1] > 0 {
+	if r := testwait.Recv(t, done, "the well-behaved client during the attack"); r[1] > 0 {
 		t.Errorf("during the attack %d of %d well-behaved requests failed", r[1], r[0])
 	}
 }
@@ -167,7 +169,7 @@ func TestAttackBadJSON(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the bad-JSON senders")
 	})
 	// Refusals are the expected answer; "failed" counts answers of the wrong shape.
 	tg.finish(t, "bad-json", int(sent.Load()), int(failed.Load()), 64, 8)
@@ -243,7 +245,7 @@ func TestAttackOversizedBodies(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the oversized requests")
 	})
 	tg.finish(t, "oversized-bodies", int(sent.Load()), int(failed.Load()), 64, 8)
 }
@@ -261,7 +263,7 @@ func TestAttackSlowClients(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := net.Dial("tcp", tg.http)
+				c, err := net.DialTimeout("tcp", tg.http, testwait.Deadline)
 				if err != nil {
 					t.Errorf("dial: %v", err)
 					return
@@ -303,7 +305,7 @@ func TestAttackSlowClients(t *testing.T) {
 		if code, _ := tg.get(t, "/health"); code != 200 {
 			t.Errorf("/health during the attack: %d", code)
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the slow clients")
 	})
 	tg.finish(t, "slow-clients", int(sent.Load()), int(failed.Load()), 64, 8)
 }
@@ -323,7 +325,7 @@ func TestAttackIdleConnections(t *testing.T) {
 	peak := 0
 	tg.during(t, func() {
 		for i := range n {
-			c, err := net.Dial("tcp", tg.http)
+			c, err := net.DialTimeout("tcp", tg.http, testwait.Deadline)
 			if err != nil {
 				t.Fatalf("dial %d: %v", i, err)
 			}
@@ -383,7 +385,7 @@ func TestAttackConcurrencyLimit(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the requests over the concurrency limit")
 	if refused.Load() == 0 {
 		t.Error("no request was refused over --max-concurrent-requests 8")
 	}
@@ -418,7 +420,7 @@ func TestAttackDisconnectMidStream(t *testing.T) {
 				resp.Body.Close()
 			}()
 		}
-		wg.Wait()
+		testwait.Wait(t, &wg, "the clients that hang up mid-stream")
 	})
 	eventually(t, 15*time.Second, "every cut stream aborted", func() bool {
 		for _, e := range tg.engines(t) {
@@ -508,7 +510,7 @@ func TestAttackSIGTERMUnderLoad(t *testing.T) {
 	}
 	failed := 0
 	for range n {
-		r := <-results
+		r := testwait.Recv(t, results, "an answer to a request in flight at SIGTERM")
 		switch {
 		case r.err != nil:
 			failed++

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // registry is a running `switchyard registry`.
@@ -76,7 +78,7 @@ func liveAddr(t *testing.T) string {
 			c.Close()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); <-done })
+	t.Cleanup(func() { ln.Close(); testwait.Recv(t, done, "the live address's accept loop to end") })
 	return ln.Addr().String()
 }
 
@@ -160,7 +162,7 @@ func TestAttackRegistryFlood(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the flood of registrations")
 	pages, seen, first := 0, 0, ""
 	for offset := 0; ; pages++ {
 		code, b := r.do(t, "GET", fmt.Sprintf("/v2/engines?offset=%d", offset), "")
@@ -230,7 +232,7 @@ func TestAttackRegistryRacingTakeover(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the racing registrants")
 	if lies != 0 {
 		t.Errorf("%d of %d refusals claim a dead engine still answers (%d accepted)", lies, refused, ok)
 	}
@@ -262,7 +264,7 @@ func TestAttackRegistrySnapshotChurn(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the churn of registrations")
 	// An engine is published once a liveness probe saw its worker answer; under
 	// load the probes of 2,000 registrations take a while, so wait for every dp
 	// rank (1,000) before taking the state the restart must bring back.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -335,9 +336,9 @@ func TestChaosMigration(t *testing.T) {
 			cr.mu.Unlock()
 		})
 	}
-	restarts.Wait()
+	testwait.Wait(t, &restarts, "the engine restarts")
 	stopLoad()
-	load.Wait()
+	testwait.Wait(t, &load, "the load generators to stop")
 	total := 0
 	for _, n := range faults {
 		total += n

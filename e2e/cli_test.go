@@ -8,11 +8,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // --help names every flag of serve with its environment variable.
 func TestServeHelp(t *testing.T) {
-	out, err := exec.Command(binary, "serve", "--help").CombinedOutput()
+	out, err := testwait.Command(t, testwait.Deadline, binary, "serve", "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("serve --help: %v\n%s", err, out)
 	}
@@ -31,7 +33,7 @@ func TestServeHelp(t *testing.T) {
 			t.Errorf("serve --help does not mention %s", want)
 		}
 	}
-	out, _ = exec.Command(binary, "serve", "--lb-policy", "nope").CombinedOutput()
+	out, _ = testwait.Command(t, testwait.Deadline, binary, "serve", "--lb-policy", "nope").CombinedOutput()
 	if !strings.Contains(string(out), "--lb-policy") {
 		t.Errorf("a bad --lb-policy is not named: %s", out)
 	}
@@ -82,7 +84,7 @@ func TestMockEngineAtClientPort(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		testwait.Recv(t, done, "mock-engine to be reaped after the kill")
 		t.Fatalf("mock-engine at the client port did not exit: %s", out)
 	}
 	if err == nil {
@@ -98,7 +100,7 @@ func TestMockEngineAtClientPort(t *testing.T) {
 
 // mock-engine's default handshake address is not serve's default client address.
 func TestMockEngineDefaultAddress(t *testing.T) {
-	out, _ := exec.Command(binary, "mock-engine", "--help").CombinedOutput()
+	out, _ := testwait.Command(t, testwait.Deadline, binary, "mock-engine", "--help").CombinedOutput()
 	if !strings.Contains(string(out), "tcp://127.0.0.1:29550") {
 		t.Errorf("mock-engine --help does not show the default handshake address tcp://127.0.0.1:29550:\n%s", out)
 	}
@@ -114,7 +116,7 @@ func TestBenchLogHasNoProgressFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command(binary, "bench", "--duration", "300ms", "--warmup", "0", "--rate", "200",
+	cmd := testwait.Command(t, time.Minute, binary, "bench", "--duration", "300ms", "--warmup", "0", "--rate", "200",
 		"--engines", "1", "--no-baseline")
 	cmd.Stderr = log
 	out, err := cmd.Output()
@@ -132,7 +134,7 @@ func TestBenchLogHasNoProgressFrames(t *testing.T) {
 	if strings.Contains(string(out), "met  ") || strings.Contains(string(out), "MISSED") {
 		t.Errorf("a single run is judged:\n%s", out)
 	}
-	out, err = exec.Command(binary, "bench", "--duration", "200ms", "--warmup", "0", "--rate", "200",
+	out, err = testwait.Command(t, time.Minute, binary, "bench", "--duration", "200ms", "--warmup", "0", "--rate", "200",
 		"--engines", "1", "--repeat", "2").Output()
 	if err != nil || !strings.Contains(string(out), "2 runs: the figures below are the last run's") {
 		t.Errorf("bench --repeat 2: %v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 )
 
@@ -134,7 +135,7 @@ func TestDrainUnderLoad(t *testing.T) {
 		return e.InFlight > 0
 	})
 	close(stop)
-	wg.Wait()
+	testwait.Wait(t, &wg, "the load to stop")
 	t.Logf("drain under load: %d requests ok, %d failed, %d in flight on rank 1 when drained, %d landed on it while draining",
 		ok.Load(), failed.Load(), left, landedWhileDrained.Load())
 	if failed.Load() != 0 {
@@ -250,7 +251,7 @@ func TestDrainMigrateAndRestartUnderLoad(t *testing.T) {
 		return e.InFlight > 0
 	})
 	close(stop)
-	wg.Wait()
+	testwait.Wait(t, &wg, "the load to stop")
 	t.Logf("drain with migrate and restart under load: %d requests ok, %d failed, %d moved off rank 1, %d stayed",
 		ok.Load(), failed.Load(), res.Moved, res.Stayed)
 	if failed.Load() != 0 {

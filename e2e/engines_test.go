@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // startEngine runs `switchyard mock-engine` as its own process, as a deployment runs
@@ -106,7 +108,7 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 	if code := victim.stop(syscall.SIGKILL, 10*time.Second); code == 0 {
 		t.Errorf("killed engine exited 0")
 	}
-	r := <-results
+	r := testwait.Recv(t, results, "the rank-1 stream to end after its engine was killed")
 	if r.err != nil || r.code != 200 {
 		t.Fatalf("rank-1 stream: %v %d %s", r.err, r.code, r.body)
 	}
@@ -127,7 +129,7 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 		go send("0", `{"prompt": [2], "max_tokens": 5}`)
 	}
 	for range 3 {
-		if r := <-results; r.err != nil || r.code != 200 {
+		if r := testwait.Recv(t, results, "an answer from rank 0"); r.err != nil || r.code != 200 {
 			t.Errorf("rank 0 while rank 1 is dead: %v %d %s", r.err, r.code, r.body)
 		}
 	}
@@ -150,7 +152,7 @@ func TestEngineKilledAndRestarted(t *testing.T) {
 	}
 
 	close(healthStop)
-	wg.Wait()
+	testwait.Wait(t, &wg, "the /health watcher to stop")
 	select {
 	case e := <-healthErr:
 		t.Errorf("/health was not 200 throughout: %s", e)

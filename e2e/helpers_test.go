@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -29,8 +30,13 @@ var binary string // the switchyard binary under test
 // buildFlags are extra `go build` flags for the binary (race_test.go adds -race).
 var buildFlags []string
 
-// httpc keeps no idle connections, so no client goroutine outlives a test (goleak).
-var httpc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+// httpc keeps no idle connections, so no client goroutine outlives a test (goleak),
+// and gives up on a call after testwait.Deadline, as testwait.HTTPClient does.
+var httpc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testwait.Deadline}
+
+// buildTimeout bounds the build of the binary in TestMain, which runs before go
+// test's -timeout starts counting: a -race build on a loaded machine takes minutes.
+const buildTimeout = 15 * time.Minute
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "switchyard-e2e-")
@@ -40,10 +46,16 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "switchyard")
 	args := append(append([]string{"build"}, buildFlags...), "-o", binary, "./cmd/switchyard")
-	build := exec.Command("go", args...)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	err = build.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("no binary within %v: %w", buildTimeout, err)
+	}
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "building switchyard:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -120,7 +132,7 @@ func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
 		case <-p.done:
 		default:
 			_ = cmd.Process.Kill()
-			<-p.done
+			testwait.Recv(t, p.done, name+" to exit after SIGKILL and close its log")
 		}
 		if t.Failed() {
 			t.Logf("%s log:\n%s", name, p.log())

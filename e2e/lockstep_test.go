@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // startLockstepEngine runs one rank of a mock MoE group: it steps only while
@@ -135,7 +137,7 @@ func TestLockstepGroupRankKilled(t *testing.T) {
 			t.Errorf("rank %d: error %q does not name %q", r.rank, msg, want)
 		}
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the request goroutines")
 	t.Logf("every in-flight request of the group failed within %v of the kill", slowest.Round(time.Millisecond))
 	if slowest > 5*time.Second {
 		t.Errorf("slowest failure %v after the kill, want well under 5 s", slowest)

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // openaiModule is the official openai npm package .ci/run installs under
@@ -38,7 +41,7 @@ func openaiModule(t *testing.T) (node, module string) {
 func TestTextOpenAISDK(t *testing.T) {
 	node, module := openaiModule(t)
 	s := startServe(t)
-	cmd := exec.Command(node, "testdata/openai_sdk.cjs")
+	cmd := testwait.Command(t, time.Minute, node, "testdata/openai_sdk.cjs")
 	cmd.Env = append(os.Environ(), "OPENAI_MODULE="+module, "BASE_URL=http://"+s.http)
 	out, err := cmd.Output()
 	if err != nil {

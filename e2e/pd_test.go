@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/pytest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -152,7 +153,7 @@ func TestPDMockEnginesOverSockets(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.Wait(t, &wg, "the completions")
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -205,7 +206,7 @@ func TestPDPrefillEngineKilled(t *testing.T) {
 		return false
 	})
 	_ = d.prefill[0].cmd.Process.Signal(syscall.SIGKILL)
-	wg.Wait()
+	testwait.Wait(t, &wg, "the completions across the killed prefill engine")
 	eventually(t, 10*time.Second, "prefill rank 0 down", func() bool {
 		for _, e := range d.roles(t) {
 			if e.Role == "prefill" && e.Rank == 0 {
@@ -303,7 +304,10 @@ func TestPDPythonEngines(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+		t.Cleanup(func() {
+			cancel()
+			testwait.Func(t, "py_pd_engine.py "+role+" to exit after the kill", func() { _ = cmd.Wait() })
+		})
 	}
 	d := &pdDeployment{s: s}
 	eventually(t, 20*time.Second, "both Python engines ready", func() bool {
@@ -477,7 +481,7 @@ func TestPDDecodeEngineKilled(t *testing.T) {
 		return false
 	})
 	_ = d.decode[0].cmd.Process.Signal(syscall.SIGKILL)
-	wg.Wait()
+	testwait.Wait(t, &wg, "the completions across the killed decode engine")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

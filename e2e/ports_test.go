@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // serve on a port that is already taken (8000 is vLLM's default too) exits
@@ -28,7 +30,7 @@ func TestServePortTaken(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		testwait.Recv(t, done, "serve to be reaped after the kill")
 		t.Fatal("serve did not exit on a taken port")
 	}
 	if err == nil || cmd.ProcessState.ExitCode() == 0 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/etcdtest"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -301,7 +302,7 @@ func TestScaleOut(t *testing.T) {
 		t.Errorf("%s failed %d requests before its kill: %v", victim.name, failedBefore, tallies[lead].firstErrs)
 	}
 	_ = victim.s.cmd.Process.Signal(syscall.SIGKILL)
-	<-victim.s.done
+	testwait.Recv(t, victim.s.done, victim.name+" to exit after SIGKILL")
 	var newLead int
 	eventually(t, 10*time.Second, "another frontend takes the coordinator role", func() bool {
 		mu.Lock()
@@ -376,7 +377,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	stopLoad()
-	wg.Wait()
+	testwait.Wait(t, &wg, "the load to stop")
 	for i, tl := range tallies {
 		t.Logf("%s: sent %d, ok %d, failed %d %v", fes[i].name, tl.sent.Load(), tl.ok.Load(), tl.failed.Load(), tl.firstErrs)
 		if i != lead && tl.failed.Load() != 0 {
@@ -392,7 +393,7 @@ func TestScaleOut(t *testing.T) {
 	// An engine restarts after the failover: it handshakes with the new
 	// leader and rejoins every frontend, the restarted one too.
 	_ = engines[3].cmd.Process.Signal(syscall.SIGKILL)
-	<-engines[3].done
+	testwait.Recv(t, engines[3].done, "engine 3 to exit after SIGKILL")
 	for _, fe := range fes {
 		eventually(t, 10*time.Second, fe.name+" sees engine 3 gone", func() bool { return !allReady(fe.s) })
 	}

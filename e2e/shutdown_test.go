@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // SIGTERM under load: short requests finish, long ones are aborted with a reason
@@ -55,7 +57,7 @@ func TestSIGTERMDuringLoad(t *testing.T) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 
 	for range n {
-		r := <-results
+		r := testwait.Recv(t, results, "an answer to a request in flight at SIGTERM")
 		switch {
 		case r.err != nil:
 			t.Errorf("request (long=%v stream=%v) got no answer: %v", r.long, r.stream, r.err)

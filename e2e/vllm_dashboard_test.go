@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // dashboardModel is the --served-model-name the dashboard's $model_name selects.
@@ -74,7 +76,7 @@ func TestVLLMGrafanaDashboard(t *testing.T) {
 			}
 		}()
 	}
-	defer func() { cancel(); wg.Wait() }()
+	defer func() { cancel(); testwait.Wait(t, &wg, "the load to stop") }()
 
 	promAddr := freeLoopbackAddr(t)
 	dir := t.TempDir()
@@ -99,7 +101,7 @@ scrape_configs:
 	}
 	defer func() {
 		pcancel()
-		_ = prom.Wait()
+		testwait.Func(t, "prometheus to exit after the kill", func() { _ = prom.Wait() })
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", promLog.String())
 		}
