@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -54,7 +55,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			cmd := rootCommand()
 			cmd.Writer, cmd.ErrWriter = &strings.Builder{}, &strings.Builder{}
-			err := cmd.Run(context.Background(), append([]string{"switchyard"}, tt.args...))
+			// Were a bad setting taken, serve would run until its context ends.
+			ctx, cancel := context.WithTimeout(t.Context(), testwait.Deadline)
+			defer cancel()
+			err := cmd.Run(ctx, append([]string{"switchyard"}, tt.args...))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one naming %s", err, tt.want)
 			}
