@@ -10,10 +10,25 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recv is s.Recv bounded by testwait.Deadline of the bubble's clock: a Recv that
+// never returns fails naming what it waited for, not as a bare deadlock.
+func recv(t *testing.T, s transport.Socket, what string) ([][]byte, error) {
+	t.Helper()
+	type res struct {
+		f   [][]byte
+		err error
+	}
+	c := make(chan res, 1)
+	go func() { f, err := s.Recv(); c <- res{f, err} }()
+	r := testwait.Recv(t, c, what)
+	return r.f, r.err
+}
 
 func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -31,7 +46,7 @@ func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
 			t.Fatal("duplicate identity accepted")
 		}
 		d.Send([]byte("reg"))
-		if f, err := r.Recv(); err != nil || string(f[0]) != "\x01\x00" || string(f[1]) != "reg" {
+		if f, err := recv(t, r, "the dealer's registration"); err != nil || string(f[0]) != "\x01\x00" || string(f[1]) != "reg" {
 			t.Fatalf("router got %q %v", f, err)
 		}
 		r.Send([]byte{1, 0}, []byte("one")) // fills the dealer's queue of 1
@@ -42,10 +57,10 @@ func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
 		push, _ := n.Dial(ctx, transport.Push, p.Addr(), transport.Options{})
 		push.Send([]byte("x"))
 		push.Close()
-		if f, err := p.Recv(); err != nil || string(f[0]) != "x" {
+		if f, err := recv(t, p, "the push's message"); err != nil || string(f[0]) != "x" {
 			t.Fatalf("pull got %q %v", f, err)
 		}
-		if _, err := p.Recv(); !errors.Is(err, transport.ErrPeerLeft) {
+		if _, err := recv(t, p, "the push's departure"); !errors.Is(err, transport.ErrPeerLeft) {
 			t.Fatalf("want peer left, got %v", err)
 		}
 		d.Close()
@@ -66,7 +81,7 @@ func TestHandlerDelivers(t *testing.T) {
 			}
 			got = append(got, string(f[0]))
 		}})
-		if _, err := p.Recv(); !errors.Is(err, transport.ErrUnsupported) {
+		if _, err := recv(t, p, "Recv's refusal on a handler socket"); !errors.Is(err, transport.ErrUnsupported) {
 			t.Fatalf("Recv on a handler socket: %v", err)
 		}
 		push, _ := n.Dial(ctx, transport.Push, p.Addr(), transport.Options{})
