@@ -80,8 +80,13 @@ const maxCatchUp = 30 * time.Second
 func (r *rankSub) handle(m received, dec *wire.KVBatchDecoder, tr *tracker) bool {
 	if m.err != nil {
 		var left *transport.PeerLeftError
-		// A bound SUB outlives one engine connection.
-		return errors.As(m.err, &left) && r.target.Endpoint.Bind
+		if !errors.As(m.err, &left) || !r.target.Endpoint.Bind {
+			return false
+		}
+		// A bound SUB outlives one engine connection; what comes next may be a
+		// restarted engine whose seq has not gone back yet.
+		r.lostPublisher(tr)
+		return true
 	}
 	_, seq, payload, err := wire.ParseKVEventMessage(m.frames)
 	if err != nil {
@@ -97,9 +102,28 @@ func (r *rankSub) handle(m received, dec *wire.KVBatchDecoder, tr *tracker) bool
 	return true
 }
 
+// lostPublisher notes that the publisher's connection ended. vLLM's seq has no
+// epoch: a restarted engine whose seq passed the old one's would look like a gap, so
+// the first message after a reconnection that does not follow on exactly clears
+// the rank and replays what the engine's buffer holds, as for a late join.
+func (r *rankSub) lostPublisher(tr *tracker) {
+	if tr.started {
+		r.s.sink.KVClear(r.rank, "reconnect")
+	}
+	*tr = tracker{}
+}
+
 // sequence brings the index up to seq before seq itself is applied: a replay of
 // what was lost, or a clear when nothing can cover it.
 func (r *rankSub) sequence(seq uint64, dec *wire.KVBatchDecoder, tr *tracker) {
+	if tr.reconnected {
+		tr.reconnected = false
+		if seq != tr.next {
+			r.s.cfg.Logger.Info("kv events: the publisher is back at another seq; clearing its index", "rank", r.rank, "seq", seq, "expected", tr.next)
+			r.s.sink.KVClear(r.rank, "reconnect")
+			*tr = tracker{}
+		}
+	}
 	first := tr.last() < 0
 	v, want := tr.observe(seq)
 	switch {

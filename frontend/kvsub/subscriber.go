@@ -251,6 +251,7 @@ func (r *rankSub) run() {
 		log.Info("kv events: subscribed", "rank", r.rank, "endpoint", r.target.Endpoint.Addr,
 			"bind", r.target.Endpoint.Bind, "replay", r.target.Replay, "topic", r.target.Topic)
 		r.receive(sock, &dec, &tr)
+		r.lostPublisher(&tr)
 		r.connected.Store(false)
 		sock.Close()
 		if r.ctx.Err() == nil {

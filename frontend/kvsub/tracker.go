@@ -21,6 +21,8 @@ type tracker struct {
 	// skipBelow: after a catch-up replay, SUB messages below it were applied
 	// already; the window closes at the first in-order message.
 	skipBelow uint64
+	// reconnected: the publisher's connection ended since the last message.
+	reconnected bool
 }
 
 // caughtUp records that a replay applied everything before next.
