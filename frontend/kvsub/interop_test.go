@@ -392,16 +392,6 @@ func (r *recorder) within(d time.Duration, ok func([]entry) bool) ([]entry, bool
 	}
 }
 
-// await waits (within testwait.Deadline) for ok, failing with the log.
-func (r *recorder) await(t *testing.T, what string, ok func([]entry) bool) []entry {
-	t.Helper()
-	log, done := r.within(testwait.Deadline, ok)
-	if !done {
-		t.Fatalf("waited %v for %s; the sink saw %v", testwait.Deadline, what, log)
-	}
-	return log
-}
-
 // content is log without the probes.
 func content(log []entry) []entry {
 	return slices.DeleteFunc(slices.Clone(log), entry.probe)
