@@ -21,7 +21,9 @@ func cpuTime() time.Duration {
 // entries with realistic chains. 256 system prompts of 1,024 tokens are each cached
 // on two or three ranks; conversations hang below them (512 to 3,072 tokens of
 // history), each on one rank that holds its system prompt. Events arrive as vLLM
-// sends them, chunks of up to 32 blocks under the previous chunk's last hash.
+// sends them: prompts in prefill chunks of up to 32 blocks under the previous
+// chunk's last hash, then the decoded third of each history one block per event,
+// 64 conversations interleaved.
 const (
 	benchRanks     = 8
 	benchBlock     = 16
@@ -96,14 +98,53 @@ func buildFleet(tb testing.TB, entries int) *benchFleet {
 	}
 	f := &benchFleet{ix: ix}
 	for ix.Len() < entries {
-		s := &systems[rng.IntN(len(systems))]
-		r := s.ranks[rng.IntN(len(s.ranks))]
-		hist := randToks(rng, benchBlock*(32+rng.IntN(161)))
-		hist = hist[:min(len(hist), (entries-ix.Len())*benchBlock)]
-		storeChain(ix, rng, r, hist, s.last[r])
-		f.convs = append(f.convs, benchConv{rank: r, toks: slices.Concat(s.toks, hist)})
+		var group []decoding
+		for range 64 {
+			s := &systems[rng.IntN(len(systems))]
+			r := s.ranks[rng.IntN(len(s.ranks))]
+			hist := randToks(rng, benchBlock*(32+rng.IntN(161)))
+			hist = hist[:min(len(hist), (entries-ix.Len())*benchBlock)]
+			if len(hist) == 0 {
+				break
+			}
+			// The history's first two thirds were prompts, prefilled in chunks; the
+			// last third was decoded, one block per event.
+			pre := len(hist) / benchBlock * 2 / 3 * benchBlock
+			last := storeChain(ix, rng, r, hist[:pre], s.last[r])
+			group = append(group, decoding{rank: r, toks: hist[pre:], parent: last})
+			f.convs = append(f.convs, benchConv{rank: r, toks: slices.Concat(s.toks, hist)})
+		}
+		storeDecoded(ix, rng, group)
 	}
 	return f
+}
+
+// decoding is a conversation whose output blocks are still to be stored.
+type decoding struct {
+	rank   int
+	toks   []int64
+	parent uint64
+}
+
+// storeDecoded stores the groups' output blocks as concurrent decoding does: one
+// block per event, the conversations interleaved.
+func storeDecoded(ix *Index, rng *rand.Rand, group []decoding) {
+	for k := 0; ; k++ {
+		more := false
+		for i := range group {
+			g := &group[i]
+			if (k+1)*benchBlock > len(g.toks) {
+				continue
+			}
+			h := rng.Uint64() | 1
+			ix.Store(g.rank, &Stored{Hashes: []uint64{h}, Tokens: g.toks[k*benchBlock : (k+1)*benchBlock],
+				BlockSize: benchBlock, Parent: g.parent, HasParent: true})
+			g.parent, more = h, true
+		}
+		if !more {
+			return
+		}
+	}
 }
 
 // benchQueries are 4,096-token prompts: the next turn of a conversation (its history
@@ -185,39 +226,65 @@ func benchLookup(b *testing.B, f *benchFleet, qs []*Query) {
 	b.ReportMetric(float64(hit)/float64(tok), "best-hit-ratio")
 }
 
-// BenchmarkStore ingests chains of 16-token blocks in events of 16 blocks into an
-// index capped at 1 M entries (full after the first million: every insert evicts).
+// BenchmarkStore ingests chains of 16-token blocks, events of 16 blocks, 8 events
+// to a chain, into an index already full at 1 M entries: every block stored evicts
+// one.
 func BenchmarkStore(b *testing.B) {
 	ix, err := New(Config{MaxBlocks: benchEntries, MaxRanks: benchRanks})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(3, 3))
-	const perEvent, chain = 16, 8 // a chain: 8 events under one another
-	pool := randToks(rng, 1<<16)
-	hashes := make([]uint64, perEvent)
-	toks := make([]int64, perEvent*benchBlock)
-	var parent uint64
-	blocks := 0
+	st := newStoreStream()
+	for ix.Len() < benchEntries {
+		st.next(ix)
+	}
+	stored, blocks := 0, 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuTime()
-	for i := 0; b.Loop(); i++ {
-		off := (i * 97 * benchBlock) % (len(pool) - len(toks))
-		copy(toks, pool[off:])
-		if i%chain == 0 {
-			toks[0], parent = int64(i), 0 // a new root: new content all the way down
-		}
-		for j := range hashes {
-			hashes[j] = uint64(i)<<8 | uint64(j) | 1<<63
-		}
-		s := Stored{Hashes: hashes, Tokens: toks, BlockSize: benchBlock, Parent: parent, HasParent: parent != 0}
-		ix.Store(i%benchRanks, &s)
-		parent = hashes[perEvent-1]
-		blocks += perEvent
+	for b.Loop() {
+		stored += st.next(ix).Stored
+		blocks += storeEvent
 	}
 	b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
 	b.ReportMetric(float64(blocks)/(cpuTime()-cpu).Seconds(), "blocks/cpu-s")
+	b.ReportMetric(float64(ix.kicks)/float64(blocks), "kicks/block")
+	if stored != blocks {
+		b.Fatalf("%d of %d blocks stored", stored, blocks)
+	}
+}
+
+const storeEvent, storeChainLen = 16, 8
+
+// storeStream makes the events of BenchmarkStore: new content, each chain on one
+// rank, the ranks in turn.
+type storeStream struct {
+	i      int
+	pool   []int64
+	hashes []uint64
+	toks   []int64
+	parent uint64
+}
+
+func newStoreStream() *storeStream {
+	return &storeStream{pool: randToks(rand.New(rand.NewPCG(3, 3)), 1<<16),
+		hashes: make([]uint64, storeEvent), toks: make([]int64, storeEvent*benchBlock)}
+}
+
+func (st *storeStream) next(ix *Index) StoreResult {
+	i := st.i
+	st.i++
+	copy(st.toks, st.pool[(i*97*benchBlock)%(len(st.pool)-len(st.toks)):])
+	if i%storeChainLen == 0 {
+		st.toks[0], st.parent = int64(i), 0 // a new root: new content all the way down
+	}
+	for j := range st.hashes {
+		st.hashes[j] = uint64(i)<<8 | uint64(j) | 1<<63
+	}
+	s := Stored{Hashes: st.hashes, Tokens: st.toks, BlockSize: benchBlock, Parent: st.parent, HasParent: st.parent != 0}
+	res := ix.Store(i/storeChainLen%benchRanks, &s)
+	st.parent = st.hashes[storeEvent-1]
+	return res
 }
 
 // BenchmarkMemoryPerEntry reports the heap per (block, rank) entry at 1 M entries:

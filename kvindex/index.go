@@ -134,7 +134,10 @@ type Index struct {
 	k     keyer
 
 	ctab     []uint64 // content key → slot: (low 32 bits of key)<<32 | slot+1
-	rtab     []uint32 // (rank, vLLM hash) → record+1
+	rtab     []uint32 // (rank, vLLM hash) → record, see rtab.go
+	stash    []uint32 // rtab entries that found no group
+	kicks    uint64   // rtab moves so far; picks the entry each move evicts
+	sink     uint64   // where warming loads go, so that they are not optimised away
 	slots    pages[slot]
 	slotFree uint32 // 1-based free list through slot.mask
 	recs     pages[rec]
@@ -170,7 +173,7 @@ func New(cfg Config) (*Index, error) {
 		slack: cfg.MaxBlocks / 1024,
 		k:     newKeyer(cfg.Seed),
 		ctab:  make([]uint64, tableSize(cfg.MaxBlocks+cfg.MaxPending)),
-		rtab:  make([]uint32, tableSize(cfg.MaxBlocks)),
+		rtab:  make([]uint32, rtabGroups(cfg.MaxBlocks)*groupLen),
 		aux:   make([]aux, 1),
 		words: 1,
 		dups:  map[uint64]int32{},

@@ -20,6 +20,7 @@ func (ix *Index) Store(rank int, s *Stored) StoreResult {
 	ix.noteRank(rank, s.BlockSize)
 	ix.k.reserve(s.BlockSize)
 	ix.keyStored(s, parent)
+	ix.warmStore(rank, s.Hashes)
 	res := StoreResult{Stored: n}
 	// Newest last: the chain's first block ends most recent, so a long chain loses
 	// its tail first, as vLLM's own eviction order does.
@@ -81,55 +82,55 @@ func (ix *Index) keyStored(s *Stored, parent uint64) {
 }
 
 // bind makes vLLM hash v on rank name content key, newest in the rank's list, and
-// returns its slot and the entries evicted to make room. One probe of rtab finds the
-// record or its empty bucket; it is probed again only after a removal moved buckets.
+// returns its slot and the entries evicted to make room.
 func (ix *Index) bind(rank int, v, key uint64, fam uint8) (uint32, int) {
-	i, empty := ix.probeRec(rank, v)
-	if i >= 0 {
-		ri := ix.rtab[i] - 1
+	if ri := ix.findRec(rank, v); ri != noRec {
 		if si := ix.recs.at(ri).slot; ix.slots.at(si).key == key {
 			// No mark can wait here: MarkPending skips blocks the rank holds.
 			ix.touch(rank, ri)
 			return si, 0
 		}
 		ix.dropRec(ri)
-		_, empty = ix.probeRec(rank, v)
 	}
 	evicted := 0
 	if ix.total >= ix.cfg.MaxBlocks {
 		evicted = ix.makeRoom()
-		_, empty = ix.probeRec(rank, v)
 	}
 	si := ix.slotFor(key, fam)
-	ix.addRec(rank, v, si, empty)
+	ix.addRec(rank, v, si)
 	ix.releasePending(si, rank)
 	return si, evicted
 }
 
-// addRec records that rank holds slot si under vLLM hash v, newest, in rtab's
-// empty bucket for (rank, v).
-func (ix *Index) addRec(rank int, v uint64, si uint32, bucket int) {
+// addRec records that rank holds slot si under vLLM hash v, newest.
+func (ix *Index) addRec(rank int, v uint64, si uint32) {
 	ri := ix.newRec()
 	ix.recs.at(ri).set(rank, v, si)
-	ix.rtab[bucket] = ri + 1
 	ix.linkNewest(rank, ri)
 	ix.ranks[rank].n++
 	ix.total++
 	if !ix.addRank(ix.slots.at(si), rank) {
 		ix.dups[dupKey(rank, si)]++
 	}
+	if lost := ix.insertRec(ri, rank, v); lost != noRec {
+		ix.forgetRec(lost)
+	}
 }
 
 func dupKey(rank int, si uint32) uint64 { return uint64(rank)<<32 | uint64(si) }
 
-// dropRec removes a record: from its rank's list, from rtab, and from its slot's
-// holders unless another record of the rank holds the same content.
+// dropRec removes a record: from rtab, then from the rest (forgetRec).
 func (ix *Index) dropRec(ri uint32) {
 	r := ix.recs.at(ri)
+	ix.deleteRec(ri, r.rank(), r.vhash())
+	ix.forgetRec(ri)
+}
+
+// forgetRec removes a record that rtab no longer holds: from its rank's list, and
+// from its slot's holders unless another record of the rank holds the same content.
+func (ix *Index) forgetRec(ri uint32) {
+	r := ix.recs.at(ri)
 	rank, si := r.rank(), r.slot
-	if i, _ := ix.probeRec(rank, r.vhash()); i >= 0 {
-		ix.shiftRecs(i)
-	}
 	ix.unlink(rank, ri)
 	ix.ranks[rank].n--
 	ix.total--
@@ -211,11 +212,46 @@ func (ix *Index) largestRank() int {
 	return best
 }
 
-// evictOldest drops the n oldest entries of rank.
+// evictOldest drops the n oldest entries of rank. It warms the table entries of the
+// records warmAhead places further down the list as it goes, so that their cache
+// misses overlap with the work on the current one.
 func (ix *Index) evictOldest(rank, n int) {
-	for range n {
-		ix.dropRec(ix.ranks[rank].head - 1)
+	ahead := ix.ranks[rank].head
+	for k := 0; k < warmAhead && k < n && ahead != 0; k++ {
+		ahead = ix.warmRec(ahead - 1)
 	}
+	for k := 0; k < n; k++ {
+		head := ix.ranks[rank].head
+		if ahead != 0 && k+warmAhead < n {
+			ahead = ix.warmRec(ahead - 1)
+		}
+		ix.dropRec(head - 1)
+	}
+}
+
+// warmAhead is how many records eviction warms ahead of the one it drops.
+const warmAhead = 8
+
+// warmRec loads the rtab groups and the ctab bucket that dropping record ri will
+// touch, and returns the next record's link. The loads feed ix.sink so that the
+// compiler keeps them.
+func (ix *Index) warmRec(ri uint32) uint32 {
+	r := ix.recs.at(ri)
+	a, b, _ := ix.groups(ix.recHash(r.rank(), r.vhash()))
+	key := ix.slots.at(r.slot).key
+	ix.sink += uint64(ix.rtab[a]+ix.rtab[b]) + ix.ctab[ctabHome(key, len(ix.ctab))]
+	return r.nextLink()
+}
+
+// warmStore loads the rtab groups and ctab buckets the binds of an event will probe,
+// all at once, so that their cache misses overlap instead of adding up.
+func (ix *Index) warmStore(rank int, hashes []uint64) {
+	var x uint64
+	for i, v := range hashes {
+		a, b, _ := ix.groups(ix.recHash(rank, v))
+		x += uint64(ix.rtab[a]+ix.rtab[b]) + ix.ctab[ctabHome(ix.keys[i], len(ix.ctab))]
+	}
+	ix.sink += x
 }
 
 // Remove applies a BlockRemoved: it drops the named hashes from rank and returns how

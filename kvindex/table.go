@@ -1,15 +1,15 @@
 package kvindex
 
-// Two linear-probing tables, sized for their caps at New (see tableSize) so that they
-// never rehash, with backward-shift deletion so that they never fill with tombstones.
+// ctab is a linear-probing table, sized for its cap at New (see tableSize) so that it
+// never rehashes, with backward-shift deletion so that it never fills with
+// tombstones.
 //
 // ctab maps a content key to its slot. A bucket holds the key's high 32 bits (its
 // tag) beside the slot number, so a probe compares in the table and touches the slot
 // only on a likely match. The home bucket is computed from the tag alone, so a
 // deletion shifts buckets without touching their slots.
 //
-// rtab maps (rank, vLLM hash) to a record. A bucket holds only the record number;
-// it is probed when events arrive, not when prompts are looked up.
+// rtab, (rank, vLLM hash) to record, is in rtab.go.
 
 const tagMask = 0xffffffff_00000000
 
@@ -100,57 +100,3 @@ func onPath(h, i, j int) bool {
 	return i >= h || i < j
 }
 
-// recHash places (rank, vLLM hash) in rtab; keyed, so an engine cannot aim its
-// hashes at one cluster.
-func (ix *Index) recHash(rank int, v uint64) uint64 {
-	return mum(v^ix.k.s[12], uint64(rank)^ix.k.s[13])
-}
-
-// probeRec returns the bucket of (rank, v), or -1 and the empty bucket for it.
-func (ix *Index) probeRec(rank int, v uint64) (int, int) {
-	n := len(ix.rtab)
-	for i := fastrange(ix.recHash(rank, v), n); ; {
-		b := ix.rtab[i]
-		if b == 0 {
-			return -1, i
-		}
-		if r := ix.recs.at(b - 1); r.vhash() == v && r.rank() == rank {
-			return i, 0
-		}
-		if i++; i == n {
-			i = 0
-		}
-	}
-}
-
-// findRec returns the record of (rank, v), or noRec.
-func (ix *Index) findRec(rank int, v uint64) uint32 {
-	i, _ := ix.probeRec(rank, v)
-	if i < 0 {
-		return noRec
-	}
-	return ix.rtab[i] - 1
-}
-
-// shiftRecs is shiftSlots for rtab.
-func (ix *Index) shiftRecs(i int) {
-	n := len(ix.rtab)
-	for j := i; ; {
-		ix.rtab[i] = 0
-		for {
-			if j++; j == n {
-				j = 0
-			}
-			b := ix.rtab[j]
-			if b == 0 {
-				return
-			}
-			r := ix.recs.at(b - 1)
-			if h := fastrange(ix.recHash(r.rank(), r.vhash()), n); onPath(h, i, j) {
-				ix.rtab[i] = b
-				i = j
-				break
-			}
-		}
-	}
-}
