@@ -99,4 +99,3 @@ func onPath(h, i, j int) bool {
 	}
 	return i >= h || i < j
 }
-
