@@ -15,7 +15,7 @@ type Config struct {
 	// MaxBlocks caps the (block, rank) entries of the whole index. Past it, the rank
 	// holding the most loses its oldest blocks. The two hash tables are sized for it
 	// up front (about 16 bytes per entry) so that no insert ever rehashes under the
-	// caller's lock. At most 16,777,214.
+	// caller's lock. MaxBlocks + MaxPending is at most 16,777,214.
 	MaxBlocks int
 	// MaxRanks: ranks accepted are 0 to MaxRanks-1. At most 65,536.
 	MaxRanks int

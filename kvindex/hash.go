@@ -49,13 +49,6 @@ func (k *keyer) reserve(n int) {
 // siblings, and then counts one block too many. The caller has reserved len(t)
 // positions.
 func (k *keyer) tokens(t []int64) uint64 {
-	if len(t) == 16 { // vLLM's default block: straight to the unrolled hash
-		return nh16((*[16]int64)(t), (*[16]uint64)(k.pos))
-	}
-	return k.tokensAny(t)
-}
-
-func (k *keyer) tokensAny(t []int64) uint64 {
 	p := k.pos[:len(t)]
 	var acc uint64
 	for len(t) >= 16 { // unrolled, without bounds checks
@@ -90,6 +83,25 @@ func nh16Wide(t *[16]int64, p *[16]uint64) uint64 {
 	c := mum(uint64(t[8])^p[8], uint64(t[9])^p[9]) + mum(uint64(t[10])^p[10], uint64(t[11])^p[11])
 	d := mum(uint64(t[12])^p[12], uint64(t[13])^p[13]) + mum(uint64(t[14])^p[14], uint64(t[15])^p[15])
 	return a + b + c + d
+}
+
+// chain fills out with the keys of the len(out) blocks of size bs at the start of t
+// under parent, the first with extra e0, the others with extra e, and returns the
+// last. A prompt's blocks are keyed here, with vLLM's default size unrolled.
+func (k *keyer) chain(t []int64, bs int, parent, e0, e uint64, out []uint64) uint64 {
+	if bs == 16 {
+		p := (*[16]uint64)(k.pos)
+		for j := range out {
+			parent = k.block(parent, nh16((*[16]int64)(t[j*16:]), p), e0)
+			out[j], e0 = parent, e
+		}
+		return parent
+	}
+	for j := range out {
+		parent = k.block(parent, k.tokens(t[j*bs:(j+1)*bs]), e0)
+		out[j], e0 = parent, e
+	}
+	return parent
 }
 
 // root is the parent key of a chain's first block; the block size is in it, so

@@ -36,8 +36,10 @@ type StoreResult struct {
 
 // slot is one block content: its key and the ranks that hold it. 24 bytes.
 type slot struct {
-	key  uint64
-	mask uint64 // ranks of group base() holding the block, unless its aux is promoted; the free-list link when free
+	key uint64
+	// mask is the ranks of group base() holding the block, unless its aux is
+	// promoted; the free-list link when the slot is free.
+	mask uint64
 	// meta packs, from bit 0: aux (24 bits, 1-based index in Index.aux, 0: none),
 	// child (24 bits, the slot of the block most recently stored under this one,
 	// 1-based, 0: none; a hint a lookup checks by key), base (10 bits, the rank group
@@ -133,7 +135,7 @@ type Index struct {
 	slack int // extra entries evicted at once past MaxBlocks, so the scan is amortised
 	k     keyer
 
-	ctab     []uint64 // content key → slot: (low 32 bits of key)<<32 | slot+1
+	ctab     []uint64 // content key → slot: the key's high 32 bits (its tag) | slot+1
 	rtab     []uint32 // (rank, vLLM hash) → record, see rtab.go
 	stash    []uint32 // rtab entries that found no group
 	kicks    uint64   // rtab moves so far; picks the entry each move evicts

@@ -1,6 +1,9 @@
 package kvindex
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Query is a prompt as the router sees it.
 type Query struct {
@@ -87,11 +90,8 @@ func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 	prev := noSlot
 	for i0, size := 0, 4; i0 < n; i0, size = i0+size, min(2*size, walkBatch) {
 		m := min(size, n-i0)
-		for j := range m {
-			i := i0 + j
-			parent = ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
-			ix.sc.keys[j], e = parent, ex.rest
-		}
+		parent = ix.k.chain(q.Tokens[i0*bs:], bs, parent, e, ex.rest, ix.sc.keys[:m])
+		e = ex.rest
 		prev = ix.probeBatch(m, prev)
 		for j := range m {
 			si := ix.sc.slots[j]
@@ -267,11 +267,7 @@ func (ix *Index) promptKeys(q *Query, bs int) {
 	ix.k.reserve(bs)
 	var ex queryExtras
 	ex, ix.buf = ix.k.promptExtras(q, ix.buf)
-	ix.keys = ix.keys[:0]
-	parent, e := ix.k.root(bs), ex.first
-	for i := range fullBlocks(q, bs) {
-		parent = ix.k.block(parent, ix.k.tokens(q.Tokens[i*bs:(i+1)*bs]), e)
-		e = ex.rest
-		ix.keys = append(ix.keys, parent)
-	}
+	n := fullBlocks(q, bs)
+	ix.keys = slices.Grow(ix.keys[:0], n)[:n]
+	ix.k.chain(q.Tokens, bs, ix.k.root(bs), ex.first, ex.rest, ix.keys)
 }
