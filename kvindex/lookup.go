@@ -115,24 +115,25 @@ func (ix *Index) walk(q *Query, bs int, ex queryExtras) {
 // one event takes consecutive slots (Store binds it last block first, so a block's
 // child sits just below it; slots freed by evicting a chain are reused in the order
 // that puts it just above), so the slot beside the previous block's comes first: a
-// load from a line most likely in cache. Next, the previous slot's child hint (the
-// block stored under it last): one load, where ctab costs two. A second hint in a
-// row means blocks stored one by one (decoded output, interleaved with other
-// requests): the rest of the batch is looked up in ctab at once instead, the loads
-// overlapping.
+// load from a line most likely in cache. At a break, the previous slot's child hint
+// (the block stored under it last) and the key's home bucket in ctab are loaded
+// together, so a wrong hint costs no extra wait. A third break in a batch means
+// blocks stored one by one (decoded output, interleaved with other requests): the
+// rest of the batch is looked up in ctab at once, the loads overlapping.
 func (ix *Index) probeBatch(m int, prev uint32) uint32 {
-	sc, jumps := &ix.sc, 0
+	sc, breaks := &ix.sc, 0
 	for j := range m {
 		s := ix.besideSlot(prev, sc.keys[j])
-		if s == noSlot && jumps < 2 {
-			s = ix.childSlot(prev, sc.keys[j])
-			jumps++
-		}
 		if s == noSlot {
-			return ix.probeRest(j, m)
-		}
-		if s == prev-1 || s == prev+1 {
-			jumps = 0
+			if breaks++; breaks > 2 || prev == noSlot {
+				return ix.probeRest(j, m)
+			}
+			if s = ix.jumpSlot(prev, sc.keys[j]); s == noSlot {
+				for k := j; k < m; k++ {
+					sc.slots[k] = noSlot
+				}
+				return noSlot
+			}
 		}
 		sc.slots[j] = s
 		prev = s
@@ -140,15 +141,25 @@ func (ix *Index) probeBatch(m int, prev uint32) uint32 {
 	return prev
 }
 
-// childSlot returns prev's child hint if it holds key, else noSlot.
-func (ix *Index) childSlot(prev uint32, key uint64) uint32 {
-	if prev == noSlot {
-		return noSlot
-	}
+// jumpSlot finds key's slot after a break from prev: the child hint if it holds the
+// key, else ctab, whose bucket was loaded beside the hint.
+func (ix *Index) jumpSlot(prev uint32, key uint64) uint32 {
+	b := ix.ctab[ctabHome(key, len(ix.ctab))]
 	if c := ix.slots.at(prev).child(); c != 0 && ix.slots.at(c-1).key == key {
 		return c - 1
 	}
-	return noSlot
+	return ix.resolve(b, key)
+}
+
+// resolve finds key's slot from its home bucket b.
+func (ix *Index) resolve(b, key uint64) uint32 {
+	switch {
+	case b == 0:
+		return noSlot
+	case b&tagMask == key&tagMask && ix.slots.at(uint32(b)-1).key == key:
+		return uint32(b) - 1
+	}
+	return ix.findSlot(key) // the home bucket holds another key: probe on
 }
 
 // probeRest looks up sc.keys[j:m] in ctab and returns the last slot (noSlot when
@@ -159,15 +170,7 @@ func (ix *Index) probeRest(j, m int) uint32 {
 		sc.buckets[k] = ix.ctab[ctabHome(sc.keys[k], n)]
 	}
 	for k := j; k < m; k++ {
-		b, key := sc.buckets[k], sc.keys[k]
-		switch {
-		case b == 0:
-			sc.slots[k] = noSlot
-		case b&tagMask == key&tagMask && ix.slots.at(uint32(b)-1).key == key:
-			sc.slots[k] = uint32(b) - 1
-		default: // the home bucket holds another key: probe on
-			sc.slots[k] = ix.findSlot(key)
-		}
+		sc.slots[k] = ix.resolve(sc.buckets[k], sc.keys[k])
 	}
 	return sc.slots[m-1]
 }
