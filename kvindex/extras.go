@@ -8,8 +8,7 @@ package kvindex
 // as a tuple, or None when all are empty:
 //
 //   - _gen_lora_extra_hash_keys: [lora_request.lora_name] for a LoRA request, on
-//     every block (releases before late October 2025, v0.11 among them, put
-//     lora_int_id there instead);
+//     every block (v0.11 put lora_int_id there instead; v0.12 has the name);
 //   - _gen_mm_extra_hash_keys: one (mm identifier, offset of the item from the
 //     block's start) per multimodal item overlapping the block;
 //   - the cache salt, on the block starting at token 0 only, and only when it is
