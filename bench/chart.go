@@ -128,8 +128,9 @@ func Title(r *Report) string {
 	line1 := fmt.Sprintf("switchyard bench: %s, %s, %s, layout %s, %s client, %d+%d tokens, step %v",
 		engines, load, c.Transport, layout, c.Client, c.PromptTokens, c.OutputTokens, c.StepTime)
 	if k := c.KV; k != nil {
-		line1 = fmt.Sprintf("switchyard bench --workload %s: %d engines, cache %s of the working set each, prefill %v/token, step %v",
-			k.Workload.Kind, c.Engines, fmt.Sprintf("%g", k.CacheShare), k.PrefillPerToken, c.StepTime)
+		// Short enough for the chart's width with ", last of N runs" after it.
+		line1 = fmt.Sprintf("switchyard bench --workload %s: %d engines, caches %g of the working set, prefill %v/token",
+			k.Workload.Kind, c.Engines, k.CacheShare, k.PrefillPerToken)
 	}
 	if r.Runs > 1 {
 		line1 += fmt.Sprintf(", last of %d runs", r.Runs)
