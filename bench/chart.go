@@ -196,16 +196,22 @@ func cdfXYs(s Summary) plotter.XYs {
 	return xys
 }
 
-func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
+// percentilePlot is an empty latency-by-percentile plot: both axes logarithmic, as
+// latency spans decades between the median and the tail.
+func percentilePlot(title string) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = title + " by percentile"
+	p.Title.Text = title
 	p.X.Label.Text = "percentile"
 	p.Y.Label.Text = "µs"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = percentileTicks{}
-	// Latency spans decades between the median and the tail.
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	return p
+}
+
+func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
+	p := percentilePlot(title + " by percentile")
 	p.Legend.Top = true
 	p.Legend.Left = true
 	add := func(name string, s Summary, c color.Color) error {

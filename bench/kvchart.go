@@ -43,14 +43,7 @@ func writeKVPNG(path string, r *Report) error {
 }
 
 func kvTTFTPlot(ps []*KVPolicy) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "time to first token by percentile, per policy"
-	p.X.Label.Text = "percentile"
-	p.Y.Label.Text = "µs"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = percentileTicks{}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p := percentilePlot("time to first token by percentile, per policy")
 	// Bottom right: the curves rise to the right, so that corner stays empty.
 	p.Legend.Top, p.Legend.Left = false, false
 	for _, k := range ps {

@@ -20,14 +20,7 @@ import (
 // message fails the test, naming what it waited for.
 func recvFrames(t *testing.T, s transport.Socket, what string) ([][]byte, error) {
 	t.Helper()
-	type res struct {
-		f   [][]byte
-		err error
-	}
-	c := make(chan res, 1)
-	go func() { f, err := s.Recv(); c <- res{f, err} }()
-	r := testwait.Recv(t, c, what)
-	return r.f, r.err
+	return testwait.Result(t, what, s.Recv)
 }
 
 func add(id string, maxTokens int64, mut func(*wire.SamplingParams)) *wire.EngineCoreRequest {

@@ -77,3 +77,17 @@ func Func(tb testing.TB, what string, f func()) {
 // HTTPClient is an http.Client whose every call is bounded by Deadline; tests use it
 // (or one with their own Timeout) instead of http.DefaultClient, which never gives up.
 var HTTPClient = &http.Client{Timeout: Deadline}
+
+// Result runs f (a call that may never return, such as a socket's Recv) on its own
+// goroutine and returns its results within Deadline, or fails the test naming what.
+func Result[T any](tb testing.TB, what string, f func() (T, error)) (T, error) {
+	tb.Helper()
+	type res struct {
+		v   T
+		err error
+	}
+	c := make(chan res, 1)
+	go func() { v, err := f(); c <- res{v, err} }()
+	r := Recv(tb, c, what)
+	return r.v, r.err
+}

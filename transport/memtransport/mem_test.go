@@ -20,14 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // never returns fails naming what it waited for, not as a bare deadlock.
 func recv(t *testing.T, s transport.Socket, what string) ([][]byte, error) {
 	t.Helper()
-	type res struct {
-		f   [][]byte
-		err error
-	}
-	c := make(chan res, 1)
-	go func() { f, err := s.Recv(); c <- res{f, err} }()
-	r := testwait.Recv(t, c, what)
-	return r.f, r.err
+	return testwait.Result(t, what, s.Recv)
 }
 
 func TestRouterDealerTimeoutAndPeerLeft(t *testing.T) {
