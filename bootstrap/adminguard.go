@@ -42,20 +42,37 @@ func ParseAdminNetworks(what string, cidrs []string, token string) ([]*net.IPNet
 	return nets, nil
 }
 
-// FromNetworks reports whether r's remote address is inside one of nets.
+// FromNetworks reports whether r's remote address is inside one of nets. A
+// request with forwarding headers (Forwarded, X-Forwarded-For, X-Real-IP) came
+// through a proxy, so a loopback remote address says nothing about the caller:
+// it is never taken as local.
 func FromNetworks(r *http.Request, nets []*net.IPNet) bool {
 	ip := net.ParseIP(remoteIP(r))
+	if ip == nil || (ip.IsLoopback() && Forwarded(r)) {
+		return false
+	}
 	for _, n := range nets {
-		if ip != nil && n.Contains(ip) {
+		if n.Contains(ip) {
 			return true
 		}
 	}
 	return false
 }
 
-// BearerMatches reports whether header is "Bearer TOKEN" for token, compared in
-// constant time.
+// Forwarded reports whether r carries any forwarding header a proxy adds.
+func Forwarded(r *http.Request) bool {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"} {
+		if _, ok := r.Header[h]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// BearerMatches reports whether header is "Bearer TOKEN" (the scheme in any
+// case, as RFC 7235 has it and the --api-key check takes it) for token,
+// compared in constant time.
 func BearerMatches(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	scheme, got, ok := strings.Cut(header, " ")
+	return ok && strings.EqualFold(scheme, "bearer") && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }

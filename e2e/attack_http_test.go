@@ -435,7 +435,7 @@ func TestAttackDisconnectMidStream(t *testing.T) {
 
 // Guessing the API key: every wrong key is a 401 and costs nothing.
 func TestAttackAPIKeyGuessing(t *testing.T) {
-	tg := startTarget(t, "--api-key", "right")
+	tg := startTarget(t, "--api-key", "right", "--admin-token", "admin-right")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const n = 300

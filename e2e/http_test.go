@@ -106,9 +106,9 @@ func TestEmbeddedDefaultHTTP(t *testing.T) {
 }
 
 // --api-key also comes from VLLM_API_KEY, as vLLM's does: /v1/* needs the key,
-// /health does not.
+// /health does not. --api-key needs --admin-token (here SWITCHYARD_ADMIN_TOKEN).
 func TestAPIKeyFromEnv(t *testing.T) {
-	p := startEnv(t, "serve", []string{"VLLM_API_KEY=env-key"}, "serve", "--http-address", "127.0.0.1:0", "--client-address", "")
+	p := startEnv(t, "serve", []string{"VLLM_API_KEY=env-key", "SWITCHYARD_ADMIN_TOKEN=env-admin"}, "serve", "--http-address", "127.0.0.1:0", "--client-address", "")
 	s := &server{proc: p}
 	s.http = strings.TrimPrefix(p.waitLog("serving", 30*time.Second)["http"].(string), "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,9 +3,11 @@ package server
 // Admin endpoints: POST /v1/engines/{rank}/drain and .../undrain. They change
 // what every client gets, so they are guarded as the bootstrap registry's /v2
 // admin API is (bootstrap.ParseAdminNetworks, FromNetworks, BearerMatches):
-// only the admin networks (loopback by default) may call, and with
-// --admin-token only with "Authorization: Bearer TOKEN". The --api-key check
-// does not apply to them (both would use the Authorization header).
+// only the admin networks (loopback by default) may call, a proxied request
+// (forwarding headers) never counting as loopback, and with --admin-token only
+// with "Authorization: Bearer TOKEN". The --api-key check does not apply to
+// them (both would use the Authorization header), so --api-key requires
+// --admin-token (Config.Validate).
 
 import (
 	"errors"

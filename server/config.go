@@ -352,6 +352,12 @@ func (c Config) Validate() error {
 			return bad("api-key", "keys must be non-empty and contain no whitespace")
 		}
 	}
+	if len(c.APIKeys) > 0 && c.AdminToken == "" {
+		// --api-key does not cover the admin endpoints; without a token they trust
+		// loopback, which is every client behind a reverse proxy on the same host.
+		return bad("admin-token", "required with --api-key: the admin endpoints (drain, undrain) do not take the API keys, "+
+			"and without --admin-token any loopback caller (every client of a reverse proxy on this host) could drain every rank")
+	}
 	if _, err := bootstrap.ParseAdminNetworks("--admin-allow", c.AdminNetworks, c.AdminToken); err != nil {
 		return err // names the flag and says why; a non-loopback network needs --admin-token
 	}
