@@ -106,6 +106,25 @@ func (r *ChatRequest) validate() error {
 	return r.validateText()
 }
 
+// requestTemplate reports whether the request brings its own chat template: a
+// chat_template, or a chat_template_kwargs.chat_template, that is not null (vLLM's
+// test, so an empty string or a named template counts too).
+func (r *ChatRequest) requestTemplate() bool {
+	if r.ChatTemplate != nil {
+		return true
+	}
+	if isNull(r.ChatTemplateKwargs) {
+		return false
+	}
+	v, err := chattemplate.DecodeJSON(r.ChatTemplateKwargs)
+	o, ok := v.(*chattemplate.Object)
+	if err != nil || !ok {
+		return false // not an object: chatInput refuses it
+	}
+	t, ok := o.Get("chat_template")
+	return ok && t != nil
+}
+
 // isNull reports an absent or null raw field.
 func isNull(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)

@@ -52,6 +52,11 @@ type Text struct {
 	// compiles a request's own chat_template; nil = requests may not bring one.
 	Templates map[string]ChatTemplate
 	Parse     func(src string) (ChatTemplate, error)
+	// TrustRequestChatTemplate lets requests bring their own chat template
+	// (chat_template, chat_template_kwargs.chat_template); false refuses them, as
+	// vLLM does without --trust-request-chat-template: a request's template is
+	// code, and a short one can run for minutes and take gigabytes.
+	TrustRequestChatTemplate bool
 	// SpecialTokens are the tokenizer config's special token strings a template
 	// reads (bos_token, eos_token, ...).
 	SpecialTokens map[string]string

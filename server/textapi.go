@@ -7,7 +7,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -132,9 +131,19 @@ func (a *API) pickTemplate(src *string, tools bool) (ChatTemplate, *APIError) {
 	return a.text.Template, nil
 }
 
+// errUntrustedTemplate refuses a request's own chat template without
+// --trust-request-chat-template: vLLM's status and message.
+func errUntrustedTemplate() *APIError {
+	return badRequest("", "Chat template is passed with request, but --trust-request-chat-template is not set. "+
+		"Refused request with untrusted chat template.")
+}
+
 // renderChat renders and tokenizes a conversation (add_special_tokens defaults to
 // false: the template writes the special tokens).
 func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
+	if !a.text.TrustRequestChatTemplate && c.requestTemplate() {
+		return nil, errUntrustedTemplate()
+	}
 	tmpl, apiErr := a.pickTemplate(c.ChatTemplate, !isNull(c.Tools))
 	if apiErr != nil {
 		return nil, apiErr
@@ -278,20 +287,76 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	}{"list", []modelCard{card}})
 }
 
-// decodeSmall decodes a small JSON body (the tokenizer endpoints) strictly.
-func (a *API) decodeSmall(w http.ResponseWriter, r *http.Request, dst any) *APIError {
+// decodeSmall decodes a tokenizer endpoint's body with the completions decoder:
+// fields matched by their exact names (pydantic's; encoding/json would take
+// "PROMPT" for "prompt"), unknown fields skipped, each known one at most
+// maxFieldBytes of JSON.
+func (a *API) decodeSmall(w http.ResponseWriter, r *http.Request, dst bodyFields) *APIError {
 	body, done, apiErr := a.body(w, r)
 	if apiErr != nil {
 		return apiErr
 	}
-	defer done()
-	d := json.NewDecoder(body)
-	if err := d.Decode(dst); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge(mbe.Limit)
-		}
-		return badRequest("", "invalid JSON body: %v", err)
+	if err := readObject(body, MaxPromptTokens, dst, nil); err != nil {
+		w.Header().Set("Connection", "close")
+		return a.bodyError(err)
+	}
+	done()
+	return nil
+}
+
+// tokenizeRequest is the body of POST /tokenize: a prompt, or a conversation
+// with the chat fields.
+type tokenizeRequest struct {
+	Model                string          `json:"model"`
+	Prompt               *string         `json:"prompt"`
+	Messages             json.RawMessage `json:"messages"`
+	AddSpecialTokens     *bool           `json:"add_special_tokens"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage bool            `json:"continue_final_message"`
+	ChatTemplate         *string         `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	Tools                json.RawMessage `json:"tools"`
+	ReturnTokenStrs      bool            `json:"return_token_strs"`
+}
+
+func (r *tokenizeRequest) field(key string) any {
+	switch key {
+	case "model":
+		return &r.Model
+	case "prompt":
+		return &r.Prompt
+	case "messages":
+		return &r.Messages
+	case "add_special_tokens":
+		return &r.AddSpecialTokens
+	case "add_generation_prompt":
+		return &r.AddGenerationPrompt
+	case "continue_final_message":
+		return &r.ContinueFinalMessage
+	case "chat_template":
+		return &r.ChatTemplate
+	case "chat_template_kwargs":
+		return &r.ChatTemplateKwargs
+	case "tools":
+		return &r.Tools
+	case "return_token_strs":
+		return &r.ReturnTokenStrs
+	}
+	return nil
+}
+
+// detokenizeRequest is the body of POST /detokenize.
+type detokenizeRequest struct {
+	Model  string  `json:"model"`
+	Tokens []int64 `json:"tokens"`
+}
+
+func (r *detokenizeRequest) field(key string) any {
+	switch key {
+	case "model":
+		return &r.Model
+	case "tokens":
+		return &r.Tokens
 	}
 	return nil
 }
@@ -302,18 +367,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNeedsTokenizer("prompt"))
 		return
 	}
-	var req struct {
-		Model                string          `json:"model"`
-		Prompt               *string         `json:"prompt"`
-		Messages             json.RawMessage `json:"messages"`
-		AddSpecialTokens     *bool           `json:"add_special_tokens"`
-		AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
-		ContinueFinalMessage bool            `json:"continue_final_message"`
-		ChatTemplate         *string         `json:"chat_template"`
-		ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
-		Tools                json.RawMessage `json:"tools"`
-		ReturnTokenStrs      bool            `json:"return_token_strs"`
-	}
+	var req tokenizeRequest
 	if e := a.decodeSmall(w, r, &req); e != nil {
 		writeError(w, e)
 		return
@@ -355,12 +409,13 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNeedsTokenizer("tokens"))
 		return
 	}
-	var req struct {
-		Model  string  `json:"model"`
-		Tokens []int64 `json:"tokens"`
-	}
+	var req detokenizeRequest
 	if e := a.decodeSmall(w, r, &req); e != nil {
 		writeError(w, e)
+		return
+	}
+	if req.Tokens == nil {
+		writeError(w, badRequest("tokens", "tokens is required: a list of token ids"))
 		return
 	}
 	if e := a.text.checkModel(req.Model); e != nil {

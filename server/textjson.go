@@ -12,7 +12,7 @@ import (
 
 // fastChunks reports whether the run's content chunks can be written by hand.
 func (run *textRun) fastChunks() bool {
-	return run.req.Logprobs == nil && !run.req.ReturnTokenIDs && !run.continuous
+	return run.req.Logprobs == nil && !run.choiceIDs && !run.continuous
 }
 
 // chunkPrefix is every chunk's opening up to the choice index.

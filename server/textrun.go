@@ -48,12 +48,18 @@ type textRun struct {
 	open    int
 	// continuous: every chunk carries the usage so far (stream_options).
 	continuous bool
+	// choiceIDs: every completions choice carries its token_ids; set by
+	// return_token_ids, and for a token-id prompt under TokenCompat, whose
+	// answers without logprobs, stop strings or echo (the token path) always
+	// carry them: the same request with logprobs has the same shape.
+	choiceIDs bool
 }
 
 func newTextRun(text *Text, req *CompletionRequest, chat *ChatRequest, id, model string, created int64, prompts [][]int64) *textRun {
 	n := int(req.Choices())
 	run := &textRun{text: text, req: req, chat: chat, id: id, model: model, created: created, choices: make([]textChoice, len(prompts)*n)}
 	run.continuous = req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
+	run.choiceIDs = req.ReturnTokenIDs || text.TokenCompat && chat == nil && req.textPrompts == nil
 	params := req.textParams()
 	for pi, p := range prompts {
 		run.usage.PromptTokens += len(p)

@@ -109,7 +109,7 @@ func (run *textRun) chunk(i int, d delta) any {
 	}
 	ch.sentRole = true
 	c := TextChoice{Index: i, Text: text, Logprobs: d.lp, FinishReason: d.finish, StopReason: d.stop}
-	if run.req.ReturnTokenIDs {
+	if run.choiceIDs {
 		c.TokenIDs = idsOrEmpty(d.ids)
 	}
 	resp := &TextCompletionResponse{ID: run.id, Object: "text_completion", Created: run.created, Model: run.model, Choices: []TextChoice{c}}
@@ -191,8 +191,11 @@ func (run *textRun) response() any {
 		ch := &run.choices[i]
 		c := TextChoice{Index: i, Text: ch.echo + ch.det.Text(), Logprobs: ch.lp, FinishReason: ch.finish, StopReason: ch.stop,
 			PromptLogprobs: ch.promptLP}
+		if run.choiceIDs {
+			c.TokenIDs = idsOrEmpty(ch.ids)
+		}
 		if run.req.ReturnTokenIDs {
-			c.TokenIDs, c.PromptTokenIDs = idsOrEmpty(ch.ids), ch.prompt
+			c.PromptTokenIDs = ch.prompt
 		}
 		resp.Choices[i] = c
 	}

@@ -130,6 +130,10 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "chat-template", Category: "text",
 				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
 				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
+			&cli.BoolFlag{Name: "trust-request-chat-template", Category: "text",
+				Usage: "let requests bring their own chat template (chat_template, chat_template_kwargs.chat_template); without it such a request is a 400, as vLLM's flag of the same name. " +
+					"A template is code: only trust clients that may run code on this host",
+				Sources: cli.EnvVars("SWITCHYARD_TRUST_REQUEST_CHAT_TEMPLATE")},
 			&cli.StringFlag{Name: "served-model-name", Category: "requests",
 				Usage: "the model's name in /v1/models, in answers and in the model_name label of the vllm:* metrics (vLLM's --served-model-name); a request naming another model is a 404 with --tokenizer. " +
 					"Default: the --tokenizer directory's base name, else " + server.DefaultServedModelName,
@@ -260,6 +264,9 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		cfg.MockWords, cfg.MockCapitals, cfg.MockPeriod = minitok.Words()
 		log.Info("embedded default: text requests use the built-in tokenizer and the mock engines answer them with words (--mock-words=false: token ids only; --tokenizer DIR: a real model's tokenizer)",
 			"served_model_name", text.Name)
+	}
+	if cfg.Text != nil {
+		cfg.Text.TrustRequestChatTemplate = cmd.Bool("trust-request-chat-template")
 	}
 	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
 	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
