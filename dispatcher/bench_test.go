@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,7 +163,10 @@ func routeSteps(b *testing.B, engines, perEngine int, submit func(req *wire.Engi
 		steps[r] = batch(r)
 		for i := range perEngine {
 			id := fmt.Sprintf("cmpl-%d-%d", r, i)
-			if err := submit(pinned(id, int64(r)), r); err != nil {
+			req := pinned(id, int64(r))
+			// Outputs never finish: a budget no step reaches (still counted per output).
+			req.Sampling.MaxTokens = wire.SomeInt(math.MaxInt32)
+			if err := submit(req, r); err != nil {
 				b.Fatal(err)
 			}
 			steps[r].Outputs = append(steps[r].Outputs, tokOut(id, 1))

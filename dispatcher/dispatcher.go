@@ -179,6 +179,9 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 		return err
 	}
 	r.id, r.engID, r.start = req.RequestID, req.RequestID, start
+	if sp := req.Sampling; sp != nil && sp.MaxTokens.Valid && sp.MaxTokens.Value > 0 && sp.MaxTokens.Value <= math.MaxInt32 {
+		r.left = int32(sp.MaxTokens.Value)
+	}
 	if d.cfg.VLLM != nil {
 		var maxTokens int64
 		if req.Sampling != nil && req.Sampling.MaxTokens.Valid {

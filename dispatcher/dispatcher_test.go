@@ -86,7 +86,9 @@ func tokens(outs []Output) [][]int64 {
 
 func TestOutputTokensStayValid(t *testing.T) {
 	h := newHarness(t, Config{}, 0)
-	s, _ := h.d.Submit(context.Background(), mkReq("a"))
+	req := mkReq("a")
+	req.Sampling.MaxTokens = wire.SomeInt(1000)
+	s, _ := h.d.Submit(context.Background(), req)
 	reused := []int64{0}
 	o := batch(0, wire.EngineCoreOutput{RequestID: "a", NewTokenIDs: reused, FinishReason: wire.FinishNone})
 	var got [][]int64

@@ -99,6 +99,54 @@ func (e *engine) observeLoad(waiting, running int64, kv float64, now int64) {
 	e.statsAt.Store(now)
 }
 
+// maxStatsCount caps a request count in scheduler stats: far above any engine's
+// real queue, yet small enough that a score built from it stays meaningful.
+const maxStatsCount = 1 << 20
+
+// statsField names a scheduler-stats field that sanitizeStats may clamp: the
+// bounded `field` label of switchyard_engine_stats_clamped_total.
+type statsField uint8
+
+const (
+	statsWaiting statsField = iota
+	statsRunning
+	statsKVCacheUsage
+	numStatsFields
+)
+
+var statsFieldNames = [numStatsFields]string{"num_waiting_reqs", "num_running_reqs", "kv_cache_usage"}
+
+// sanitizeStats bounds what an engine reports before routing reads it: a count
+// below 0 becomes 0 and one above maxStatsCount becomes maxStatsCount; KV-cache
+// usage is kept in [0, 1] (NaN becomes 0). Each clamp is counted, per field.
+func (e *engine) sanitizeStats(waiting, running int64, kv float64) (int64, int64, float64) {
+	waiting = e.clampCount(statsWaiting, waiting)
+	running = e.clampCount(statsRunning, running)
+	if !(kv >= 0 && kv <= 1) {
+		switch {
+		case kv > 1: // +Inf too
+			kv = 1
+		default: // negative, -Inf or NaN
+			kv = 0
+		}
+		e.m.statsClamped[statsKVCacheUsage].Inc()
+	}
+	return waiting, running, kv
+}
+
+func (e *engine) clampCount(f statsField, n int64) int64 {
+	switch {
+	case n < 0:
+		n = 0
+	case n > maxStatsCount:
+		n = maxStatsCount
+	default:
+		return n
+	}
+	e.m.statsClamped[f].Inc()
+	return n
+}
+
 func (e *engine) status() EngineStatus {
 	st := EngineStatus{
 		Rank:         e.rank,

@@ -78,10 +78,12 @@ func (d *Dispatcher) EngineDown(rank int, err error) {
 }
 
 // ObserveLoad records an engine's queue (from the coordinator's publish, or from
-// scheduler_stats in HandleOutputs) for the rank policy.
+// scheduler_stats in HandleOutputs) for the rank policy. Values no engine could
+// report are clamped first (sanitizeStats).
 func (d *Dispatcher) ObserveLoad(rank int, waiting, running int64, kvCacheUsage float64) {
 	if e := d.engines.Load().find(rank); e != nil {
 		now := d.cfg.Now().UnixNano()
+		waiting, running, kvCacheUsage = e.sanitizeStats(waiting, running, kvCacheUsage)
 		e.observeLoad(waiting, running, kvCacheUsage, now)
 		d.heard(e, now)
 	}
@@ -123,6 +125,8 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 		e.m.itl.flush(&itl)
 	}
 	if st := outs.SchedulerStats; st != nil {
+		// Sanitised in place, so the vllm:* series show what routing uses.
+		st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage = e.sanitizeStats(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage)
 		e.vm.Scheduler(st)
 		e.observeLoad(st.NumWaitingReqs, st.NumRunningReqs, st.KVCacheUsage, now.UnixNano())
 	}
@@ -147,6 +151,14 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 	if r.done || r.eng != e || r.engID != o.RequestID {
 		r.mu.Unlock()
 		return false
+	}
+	cut := false
+	if r.left > 0 {
+		if n := len(o.NewTokenIDs); n < int(r.left) {
+			r.left -= int32(n)
+		} else {
+			cut = r.cutLocked(o)
+		}
 	}
 	if len(o.NewTokenIDs) > 0 {
 		if !r.movedAt.IsZero() {
@@ -196,14 +208,36 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 		return true
 	}
 	r.done = true
-	d.unlist(r)
+	if cut {
+		// The engine still holds it: the id stays reserved until the ABORT is out.
+		r.aborting = true
+	} else {
+		d.unlist(r)
+	}
 	e.vm.Finish(&r.vs, o.FinishReason, now)
 	if r.moves > 0 {
 		d.m.saved.Inc()
 	}
 	stop := r.stopWatch
 	r.mu.Unlock()
-	d.settle(r, stop, finishOutcome(o.FinishReason), false, false)
+	d.settle(r, stop, finishOutcome(o.FinishReason), cut, cut)
+	return true
+}
+
+// cutLocked enforces max_tokens on o, an output that reaches r's limit (r.left > 0
+// and o carries at least that many tokens): tokens beyond it are dropped and o ends
+// the request with finish reason length if the engine did not end it. It reports
+// whether the engine still holds the request (it did not finish it), which must then
+// be aborted there. A well-behaved engine stops at max_tokens itself, so this only
+// trims: what the client was promised is what it gets and is billed for.
+// Caller holds r.mu.
+func (r *request) cutLocked(o *wire.EngineCoreOutput) bool {
+	o.NewTokenIDs = o.NewTokenIDs[:r.left]
+	r.left = 0
+	if o.Finished() {
+		return false
+	}
+	o.FinishReason, o.StopReason = wire.FinishLength, wire.StopReason{}
 	return true
 }
 

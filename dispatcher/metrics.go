@@ -62,6 +62,7 @@ type metrics struct {
 	migrations *prometheus.CounterVec // by cause and outcome; cold path
 	saved      prometheus.Counter
 	moveDelay  prometheus.Histogram
+	clamped    *prometheus.CounterVec // scheduler-stats fields clamped, by rank and field
 }
 
 type engineMetrics struct {
@@ -69,6 +70,8 @@ type engineMetrics struct {
 	ttft     *latencyHist
 	itl      *latencyHist
 	tokens   prometheus.Counter
+	// statsClamped counts sanitizeStats' clamps, by field.
+	statsClamped [numStatsFields]prometheus.Counter
 }
 
 // latencyBuckets spans 5 µs (dispatch) to 60 s (a slow first token). Never modified.
@@ -112,11 +115,15 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Help:    "Time from a request's move until the first token from its new engine: the delay a move added.",
 			Buckets: latencyBuckets[:],
 		}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_engine_stats_clamped_total",
+			Help: "Scheduler-stats values out of range (a negative or absurd request count, a KV-cache usage outside 0..1 or NaN) clamped before routing read them, by engine rank and field.",
+		}, []string{"rank", "field"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad, m.stalls, m.migrations, m.saved, m.moveDelay} {
+	for _, c := range []prometheus.Collector{m.requests, m.dispatch, m.tokens, m.engineLoad, m.stalls, m.migrations, m.saved, m.moveDelay, m.clamped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -134,6 +141,9 @@ func (m *metrics) forEngine(rank int) engineMetrics {
 	em.ttft = new(latencyHist)
 	em.itl = new(latencyHist)
 	em.tokens = m.tokens.WithLabelValues(r)
+	for f := range numStatsFields {
+		em.statsClamped[f] = m.clamped.WithLabelValues(r, statsFieldNames[f])
+	}
 	return em
 }
 

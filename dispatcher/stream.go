@@ -171,7 +171,13 @@ type request struct {
 	// fails; orig is the request as submitted (the caller's own: it does not
 	// touch it afterwards; compacted to its encoding once sent, origcopy.go) and
 	// tokens (for a callback too) every delivered token.
+	//
+	// left is how many tokens r may still deliver: max_tokens less every token
+	// delivered (on any engine; a move's continuation asks for as many); 0 = no
+	// limit. An engine that runs past it is cut off there (cutLocked). It sits in
+	// migrating's padding, so the request stays in its size class.
 	migrating bool
+	left      int32
 	orig      *origCopy
 	moves     int
 	movedAt   time.Time // the last move, until its first output: the delay it added
