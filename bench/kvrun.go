@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/freeport"
 	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/server"
 )
@@ -59,9 +58,10 @@ func runKVPolicy(ctx context.Context, cfg Config, w *KVWorkload, policy string, 
 			err = serr
 		}
 	}()
-	base, err := freePortRange(2 * cfg.Engines)
+	// Every interface: the engines bind tcp://*:PORT, as vLLM binds it.
+	base, err := freeport.Run("", 2*cfg.Engines)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	engines := startKVEngines(cfg, w, srv.HandshakeAddr(), blocks, base, slog.New(warnOnly{opt.Logger.Handler()}))
 	defer func() {
@@ -189,37 +189,6 @@ func (e *kvEngines) count(p *KVPolicy) {
 	}
 	p.HitRatio = ratio(float64(p.HitTokens), float64(p.QueryTokens))
 	p.MaxOverMean = maxOverMean(p.RequestsPerEngine)
-}
-
-// freePortRange finds n consecutive tcp ports free on every interface, for the
-// engines' KV-event publishers (bound on tcp://*:PORT, as vLLM binds them). Another
-// process may take one before the engine binds it: the engine then fails, loudly.
-func freePortRange(n int) (int, error) {
-	const lo, hi = 20000, 60000
-	for range 100 {
-		base := lo + rand.IntN(hi-lo-n)
-		if portsFree(base, n) {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("bench: no %d consecutive free tcp ports in %d..%d", n, lo, hi)
-}
-
-func portsFree(base, n int) bool {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for p := base; p < base+n; p++ {
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
-		if err != nil {
-			return false
-		}
-		ls = append(ls, l)
-	}
-	return true
 }
 
 // warnOnly passes warnings and errors: every policy starts fresh engines, whose

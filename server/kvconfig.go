@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +71,7 @@ func kvEndpoints(flag string, vals []string) (all string, byRank map[int]string,
 		}
 		byRank[rank] = ep
 	}
-	for _, ep := range append([]string{all}, mapValues(byRank)...) {
+	for _, ep := range append([]string{all}, slices.Collect(maps.Values(byRank))...) {
 		if ep != "" && !strings.HasPrefix(ep, "tcp://") && !strings.HasPrefix(ep, "ipc://") {
 			return "", nil, bad(flag, "%q: want tcp://HOST:PORT or ipc://PATH", ep)
 		}
@@ -80,14 +82,6 @@ func kvEndpoints(flag string, vals []string) (all string, byRank map[int]string,
 // bad names the flag at fault, as Config.Validate does.
 func bad(flag, format string, args ...any) error {
 	return fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...))
-}
-
-func mapValues(m map[int]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // validate checks the KV flags against the policy they serve.

@@ -3,14 +3,13 @@ package server
 import (
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend/kvsub"
+	"github.com/switchyard-llm/switchyard/internal/freeport"
 	"github.com/switchyard-llm/switchyard/kvindex"
 	"github.com/switchyard-llm/switchyard/kvroute"
 	"github.com/switchyard-llm/switchyard/mockengine"
@@ -71,37 +70,11 @@ func pickMockKVPorts(cfg Config, n int) (*mockKVPorts, error) {
 	if !cfg.Embedded() || cfg.LBPolicy != dispatcher.PolicyKV || cfg.KV.MockCacheBlocks == 0 {
 		return nil, nil
 	}
-	pub, err := freePortRun(2 * n)
+	pub, err := freeport.Run("127.0.0.1", 2*n)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the mock engines' KV events: %w", err)
 	}
 	return &mockKVPorts{pub: pub, replay: pub + n}, nil
-}
-
-// freePortRun returns the first of n consecutive loopback ports that were free when
-// tried. Another process may take one before the engines do; the engines then fail
-// to start and say so.
-func freePortRun(n int) (int, error) {
-	for range 50 {
-		base := 20000 + rand.IntN(40000-n)
-		ok := true
-		var lns []net.Listener
-		for p := base; p < base+n; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("no run of %d free loopback ports for the mock engines' KV events", n)
 }
 
 // mockKV gives a built-in mock engine the simulated prefix cache and, with
