@@ -6,7 +6,13 @@ its reason, then one closing line: "tests: N passed, N failed, N skipped".
 Why: a plain `go test` run says nothing about skipped tests, and a test whose real
 part is missing must not pass unseen."""
 import json
+import re
 import sys
+
+# A test's own log and error lines ("    x_test.go:12: ..."): repeated after a failed
+# test's output, because that output can end in pages of server log and CI shows
+# only its tail.
+OWN_LINE = re.compile(r"^\s+\w+_test\.go:\d+: ")
 
 tests = {}        # (package, test) -> output lines
 skipped = []      # (package, test, reason lines)
@@ -45,6 +51,10 @@ for raw in sys.stdin:
         out = tests.pop(key, [])
         if "/" not in test:  # a subtest's output is part of its parent's
             sys.stdout.write("".join(l for l in out if not l.startswith(("=== RUN", "=== PAUSE", "=== CONT"))))
+            own = [l.rstrip()[:400] for l in out if OWN_LINE.match(l)]
+            if own:
+                print("--- %s %s: the test's own lines, again:" % (pkg, test))
+                print("\n".join(own[-40:]))
             sys.stdout.flush()
     elif action == "skip":
         out = tests.pop(key, [])

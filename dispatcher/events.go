@@ -233,6 +233,15 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 // Caller holds r.mu.
 func (r *request) cutLocked(o *wire.EngineCoreOutput) bool {
 	o.NewTokenIDs = o.NewTokenIDs[:r.left]
+	if lp := o.NewLogprobs; lp != nil {
+		// One logprobs row per token: rows for dropped tokens would be billed
+		// as the client's (and misalign the text path's per-token logprobs).
+		n := int64(r.left)
+		lp.LogprobTokenIDs = trimRows(lp.LogprobTokenIDs, n)
+		lp.Logprobs = trimRows(lp.Logprobs, n)
+		lp.SampledTokenRanks = trimRows(lp.SampledTokenRanks, n)
+		lp.CuNumGeneratedTokens = trimCumulative(lp.CuNumGeneratedTokens, n)
+	}
 	r.left = 0
 	if o.Finished() {
 		return false
@@ -260,4 +269,29 @@ func (d *Dispatcher) fail(r *request, cause error, oc outcome) {
 	stop := r.stopWatch
 	r.mu.Unlock()
 	d.settle(r, stop, oc, false, false)
+}
+
+// trimRows keeps t's first n rows (its first dimension). A tensor whose data does
+// not split evenly into its rows is left as it is: the text path checks shapes.
+func trimRows(t wire.Tensor, n int64) wire.Tensor {
+	if len(t.Shape) == 0 || t.Shape[0] <= n || t.Shape[0] <= 0 || int64(len(t.Data))%t.Shape[0] != 0 {
+		return t
+	}
+	row := int64(len(t.Data)) / t.Shape[0]
+	shape := append([]int64{n}, t.Shape[1:]...)
+	t.Shape, t.Data = shape, t.Data[:n*row]
+	return t
+}
+
+// trimCumulative cuts cumulative token counts at n: counts past it are dropped and
+// the last one is n, so the counts still cover exactly the tokens kept.
+func trimCumulative(cu []int64, n int64) []int64 {
+	if cu == nil {
+		return nil
+	}
+	i := 0
+	for i < len(cu) && cu[i] < n {
+		i++
+	}
+	return append(cu[:i:i], n)
 }

@@ -149,3 +149,36 @@ func TestSchedulerStatsClamped(t *testing.T) {
 		}
 	}
 }
+
+// The output that is cut keeps one logprobs row per token it still carries.
+func TestEngineOverrunTrimsLogprobs(t *testing.T) {
+	h := newHarness(t, Config{}, 0)
+	req := mkReq("lp")
+	req.Sampling.MaxTokens = wire.SomeInt(2)
+	s, err := h.d.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(k int64) wire.Tensor { // 4 rows of k float32s
+		return wire.Tensor{DType: "float32", Shape: []int64{4, k}, Data: make([]byte, 4*k*4)}
+	}
+	o := tokOut("lp", 1, 2, 3, 4)
+	o.NewLogprobs = &wire.LogprobsLists{LogprobTokenIDs: rows(3), Logprobs: rows(3), SampledTokenRanks: rows(1), CuNumGeneratedTokens: []int64{1, 3, 4}}
+	h.d.HandleOutputs(0, batch(0, o))
+	outs, err := recvAll(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := outs[len(outs)-1].Logprobs
+	if lp == nil {
+		t.Fatal("no logprobs delivered")
+	}
+	for name, tt := range map[string]wire.Tensor{"ids": lp.LogprobTokenIDs, "logprobs": lp.Logprobs, "ranks": lp.SampledTokenRanks} {
+		if tt.Shape[0] != 2 || int64(len(tt.Data)) != 2*tt.Shape[1]*4 {
+			t.Errorf("%s: shape %v, %d bytes; want 2 rows", name, tt.Shape, len(tt.Data))
+		}
+	}
+	if !slices.Equal(lp.CuNumGeneratedTokens, []int64{1, 2}) {
+		t.Errorf("cu_num_generated_tokens %v, want [1 2]", lp.CuNumGeneratedTokens)
+	}
+}
