@@ -205,11 +205,11 @@ func num(v float64, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return fmtFloat(v)
+	return FormatFigure(v)
 }
 
-// fmtFloat prints a figure with the precision its size deserves.
-func fmtFloat(v float64) string {
+// FormatFigure prints a figure with the precision its size deserves.
+func FormatFigure(v float64) string {
 	switch a := math.Abs(v); {
 	case a == math.Trunc(a) && a < 1e15:
 		return fmt.Sprintf("%.0f", v)
@@ -220,4 +220,16 @@ func fmtFloat(v float64) string {
 	default:
 		return fmt.Sprintf("%.3f", v)
 	}
+}
+
+// FormatRate writes a rate with thousands separators: 5,000.
+func FormatRate(x float64) string {
+	if x != math.Trunc(x) || x >= 1e15 {
+		return fmt.Sprintf("%g", x)
+	}
+	s := fmt.Sprintf("%d", int64(x))
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -56,9 +56,6 @@ func TestHTTPComparisonSmoke(t *testing.T) {
 		!strings.Contains(b.String(), "floor json") {
 		t.Errorf("table (%v):\n%s", err, b.String())
 	}
-	if err := WritePNG(filepath.Join(t.TempDir(), "http.png"), r); err != nil {
-		t.Error(err)
-	}
 }
 
 // --baseline-vs-baseline with --http measures the floor twice: the second floor

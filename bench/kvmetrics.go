@@ -125,5 +125,5 @@ func kvLagWarning(p *KVPolicy) string {
 		return ""
 	}
 	return fmt.Sprintf("%s: a 1 ms timer woke %s ms late at p99 while the workload ran (the machine was busy): "+
-		"every TTFT carries that lag, so compare hit ratios and judge TTFT on a quieter machine", p.Policy, fmtFloat(p.TimerLagP99MS))
+		"every TTFT carries that lag, so compare hit ratios and judge TTFT on a quieter machine", p.Policy, FormatFigure(p.TimerLagP99MS))
 }

@@ -76,8 +76,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// kvPolicies are r's policies in the order the run took them.
-func kvPolicies(r *Report) []*KVPolicy {
+// KVPolicies are r's policies in the order the run took them.
+func KVPolicies(r *Report) []*KVPolicy {
 	var out []*KVPolicy
 	if r.Config.KV != nil {
 		for _, name := range r.Config.KV.Policies {
@@ -106,7 +106,7 @@ func kvTargets(r *Report) []Target {
 	ts := []Target{
 		{Name: "kv hit ratio vs the oracle", Want: ">= 0.8x", Got: ratio(kv.HitRatio, kv.OracleHitRatio), Unit: "x",
 			Met:  kv.HitRatio >= 0.8*kv.OracleHitRatio,
-			Note: fmt.Sprintf("kv %s, oracle %s (unbounded cache)", fmtFloat(kv.HitRatio), fmtFloat(kv.OracleHitRatio))},
+			Note: fmt.Sprintf("kv %s, oracle %s (unbounded cache)", FormatFigure(kv.HitRatio), FormatFigure(kv.OracleHitRatio))},
 		{Name: "kv busiest engine vs the mean", Want: "<= 1.5x", Got: kv.MaxOverMean, Unit: "x", Met: kv.MaxOverMean <= 1.5,
 			Note: fmt.Sprintf("requests per engine %v", kv.RequestsPerEngine)},
 	}
@@ -114,10 +114,10 @@ func kvTargets(r *Report) []Target {
 		ts = append(ts,
 			Target{Name: "kv hit ratio vs least-loaded", Want: ">= 2x", Got: ratio(kv.HitRatio, ll.HitRatio), Unit: "x",
 				Met:  kv.HitRatio >= 2*ll.HitRatio,
-				Note: fmt.Sprintf("kv %s, least-loaded %s", fmtFloat(kv.HitRatio), fmtFloat(ll.HitRatio))},
+				Note: fmt.Sprintf("kv %s, least-loaded %s", FormatFigure(kv.HitRatio), FormatFigure(ll.HitRatio))},
 			Target{Name: "kv TTFT p50 vs least-loaded", Want: "<= 0.5x", Got: ratio(kv.TTFTP50MS, ll.TTFTP50MS), Unit: "x",
 				Met:  kv.TTFTP50MS <= 0.5*ll.TTFTP50MS,
-				Note: fmt.Sprintf("kv %s ms, least-loaded %s ms", fmtFloat(kv.TTFTP50MS), fmtFloat(ll.TTFTP50MS))})
+				Note: fmt.Sprintf("kv %s ms, least-loaded %s ms", FormatFigure(kv.TTFTP50MS), FormatFigure(ll.TTFTP50MS))})
 	}
 	return ts
 }
@@ -132,13 +132,13 @@ func printKV(w io.Writer, r *Report) error {
 	if f := r.KVWorkload; f != nil {
 		fmt.Fprintf(w, "%d requests, %d prompt tokens; oracle hit ratio %s (an unbounded cache shared by every engine: an upper bound); "+
 			"working set %d blocks of %d tokens, each engine's cache %d blocks (%s of it)\n",
-			f.Requests, f.PromptTokens, fmtFloat(f.OracleHitRatio), f.WorkingSetBlocks, wl.BlockSize, f.BlocksPerEngine, fmt.Sprintf("%g", k.CacheShare))
+			f.Requests, f.PromptTokens, FormatFigure(f.OracleHitRatio), f.WorkingSetBlocks, wl.BlockSize, f.BlocksPerEngine, fmt.Sprintf("%g", k.CacheShare))
 	}
 	if r.Runs > 1 {
 		fmt.Fprintf(w, "%d runs: the figures below are the last run's, the targets every run's\n", r.Runs)
 	}
 	fmt.Fprintln(w)
-	ps := kvPolicies(r)
+	ps := KVPolicies(r)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "policy\t")
 	for _, p := range ps {
@@ -149,21 +149,21 @@ func printKV(w io.Writer, r *Report) error {
 		name string
 		get  func(*KVPolicy) string
 	}{
-		{"hit ratio (engines' counts)", func(p *KVPolicy) string { return fmtFloat(p.HitRatio) }},
-		{"oracle hit ratio", func(p *KVPolicy) string { return fmtFloat(p.OracleHitRatio) }},
-		{"hit ratio / oracle", func(p *KVPolicy) string { return fmtFloat(ratio(p.HitRatio, p.OracleHitRatio)) }},
-		{"TTFT p50 (ms)", func(p *KVPolicy) string { return fmtFloat(p.TTFTP50MS) }},
-		{"TTFT p90 (ms)", func(p *KVPolicy) string { return fmtFloat(p.TTFTP90MS) }},
+		{"hit ratio (engines' counts)", func(p *KVPolicy) string { return FormatFigure(p.HitRatio) }},
+		{"oracle hit ratio", func(p *KVPolicy) string { return FormatFigure(p.OracleHitRatio) }},
+		{"hit ratio / oracle", func(p *KVPolicy) string { return FormatFigure(ratio(p.HitRatio, p.OracleHitRatio)) }},
+		{"TTFT p50 (ms)", func(p *KVPolicy) string { return FormatFigure(p.TTFTP50MS) }},
+		{"TTFT p90 (ms)", func(p *KVPolicy) string { return FormatFigure(p.TTFTP90MS) }},
 		{"requests per engine", func(p *KVPolicy) string { return fmt.Sprint(p.RequestsPerEngine) }},
-		{"busiest engine / mean", func(p *KVPolicy) string { return fmtFloat(p.MaxOverMean) }},
-		{"predicted hit ratio (switchyard's index)", func(p *KVPolicy) string { return orDash(p.PredictedHitRatio, fmtFloat) }},
+		{"busiest engine / mean", func(p *KVPolicy) string { return FormatFigure(p.MaxOverMean) }},
+		{"predicted hit ratio (switchyard's index)", func(p *KVPolicy) string { return orDash(p.PredictedHitRatio, FormatFigure) }},
 		{"route decisions", func(p *KVPolicy) string { return fmtDecisions(p.Decisions) }},
 		{"index clears (gaps, restarts)", func(p *KVPolicy) string { return fmt.Sprint(p.IndexClears) }},
 		{"requests finished", func(p *KVPolicy) string { return fmt.Sprint(p.Requests) }},
 		{"failed", func(p *KVPolicy) string { return fmt.Sprint(p.Failed) }},
 		{"answers unlike the workload", func(p *KVPolicy) string { return fmt.Sprint(p.AnswerMismatches) }},
-		{"seconds", func(p *KVPolicy) string { return fmtFloat(p.Seconds) }},
-		{"1 ms timer lag p99 (ms)", func(p *KVPolicy) string { return fmtFloat(p.TimerLagP99MS) }},
+		{"seconds", func(p *KVPolicy) string { return FormatFigure(p.Seconds) }},
+		{"1 ms timer lag p99 (ms)", func(p *KVPolicy) string { return FormatFigure(p.TimerLagP99MS) }},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t", row.name)
@@ -184,12 +184,12 @@ func printKV(w io.Writer, r *Report) error {
 func describeWorkload(wl KVWorkloadConfig) string {
 	if wl.Kind == WorkloadSharedPrefix {
 		return fmt.Sprintf("%d requests over %d prefixes of %d tokens, %d-token suffixes, %d-token answers, %s req/s",
-			wl.Conversations, wl.Prefixes, wl.PrefixTokens, wl.FirstTokens, wl.AnswerTokens, fmtRate(wl.Rate))
+			wl.Conversations, wl.Prefixes, wl.PrefixTokens, wl.FirstTokens, wl.AnswerTokens, FormatRate(wl.Rate))
 	}
 	return fmt.Sprintf("%d conversations x %d turns, %d system prompts of %d tokens, first message %d, "+
 		"then %d-token messages, %d-token answers, think %s, %s conversations/s",
 		wl.Conversations, wl.Turns, wl.Prefixes, wl.PrefixTokens, wl.FirstTokens, wl.UserTokens, wl.AnswerTokens,
-		wl.Think, fmtRate(wl.Rate))
+		wl.Think, FormatRate(wl.Rate))
 }
 
 // orDash formats v, or "-" for a figure the policy does not have.

@@ -28,17 +28,17 @@ func lagWarnings(r *Report) []string {
 		}
 		var why []string
 		if p.SendLagP99US > LagWarnP99US {
-			why = append(why, fmt.Sprintf("its send lag p99 was %s µs", fmtFloat(p.SendLagP99US)))
+			why = append(why, fmt.Sprintf("its send lag p99 was %s µs", FormatFigure(p.SendLagP99US)))
 		}
 		if p.Seconds > 0 && p.RequestsPerS < RateWarnFraction*rate {
-			why = append(why, fmt.Sprintf("it achieved %s req/s", fmtFloat(p.RequestsPerS)))
+			why = append(why, fmt.Sprintf("it achieved %s req/s", FormatFigure(p.RequestsPerS)))
 		}
 		if len(why) == 0 {
 			return
 		}
 		ws = append(ws, fmt.Sprintf("%s phase: the offered rate of %s req/s was not reached (%s): "+
 			"the load generator fell behind its schedule, so the figures are for a lower rate",
-			p.Name, fmtRate(rate), joinAnd(why)))
+			p.Name, FormatRate(rate), joinAnd(why)))
 	}
 	if len(r.Sweep) > 0 {
 		for _, s := range r.Sweep {

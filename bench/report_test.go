@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -177,65 +176,5 @@ func TestPrintTableAndChart(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
-	}
-	path := filepath.Join(t.TempDir(), "c.png")
-	if err := WritePNG(path, r); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Errorf("chart is not a PNG (%d bytes)", len(b))
-	}
-}
-
-// The chart names its run: engines, rate, transport, layout, machine, date, drawn
-// in a band above the plots.
-func TestChartTitle(t *testing.T) {
-	r := sampleReport(120, 300)
-	r.Config.Engines, r.Config.Rate, r.Config.Transport, r.Config.VLLMLayout = 8, 5000, "ipc", "v0.18"
-	r.Machine.CPUModel, r.Machine.Hostname = "Test CPU 9000", "benchhost"
-	title := Title(r)
-	for _, want := range []string{"8 engines", "5,000 req/s open loop", "ipc", "layout v0.18", "Test CPU 9000", "2 CPUs", "benchhost", "2026-11-29 00:00 UTC"} {
-		if !strings.Contains(title, want) {
-			t.Errorf("title lacks %q: %s", want, title)
-		}
-	}
-	r.Config.Rate, r.Config.Concurrency = 0, 64
-	if !strings.Contains(Title(r), "closed loop, 64 in flight") {
-		t.Errorf("closed-loop title: %s", Title(r))
-	}
-	r.Config.Sweep = []float64{1000, 2500.5}
-	if !strings.Contains(Title(r), "sweep 1,000, 2500.5 req/s") {
-		t.Errorf("sweep title: %s", Title(r))
-	}
-
-	path := filepath.Join(t.TempDir(), "c.png")
-	if err := WritePNG(path, r); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The band above the first plot (whose own title sits lower) has dark text.
-	b := img.Bounds()
-	dark := 0
-	for y := b.Min.Y; y < b.Min.Y+30; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			if r, g, bl, _ := img.At(x, y).RGBA(); r+g+bl < 3*0x8000 {
-				dark++
-			}
-		}
-	}
-	if dark < 50 {
-		t.Errorf("%d dark pixels in the title band: no title drawn", dark)
 	}
 }

@@ -94,8 +94,8 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 				fmt.Fprint(tw, "-\t-\t-\t-\t-\t")
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtFloat(s.P50US), fmtFloat(s.P90US),
-				fmtFloat(s.P99US), fmtFloat(s.P999US), fmtFloat(s.MaxUS))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", FormatFigure(s.P50US), FormatFigure(s.P90US),
+				FormatFigure(s.P99US), FormatFigure(s.P999US), FormatFigure(s.MaxUS))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -116,13 +116,13 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 	}{
 		{"requests measured", func(p *Phase) string { return fmt.Sprint(p.Requests) }},
 		{"failed", func(p *Phase) string { return fmt.Sprint(p.Failed) }},
-		{"requests/s", func(p *Phase) string { return fmtFloat(p.RequestsPerS) }},
-		{"output tokens/s", func(p *Phase) string { return fmtFloat(p.OutputTokensPerS) }},
-		{"send lag p99 (µs)", func(p *Phase) string { return fmtFloat(p.SendLagP99US) }},
-		{"process CPU s / 1k req", func(p *Phase) string { return fmtFloat(p.CPUSecondsPer1kRequests) }},
-		{"allocs / request", func(p *Phase) string { return fmtFloat(p.AllocsPerRequest) }},
-		{"bytes alloc / request", func(p *Phase) string { return fmtFloat(p.BytesAllocPerRequest) }},
-		{"peak RSS (MiB)", func(p *Phase) string { return fmtFloat(float64(p.PeakRSSBytes) / (1 << 20)) }},
+		{"requests/s", func(p *Phase) string { return FormatFigure(p.RequestsPerS) }},
+		{"output tokens/s", func(p *Phase) string { return FormatFigure(p.OutputTokensPerS) }},
+		{"send lag p99 (µs)", func(p *Phase) string { return FormatFigure(p.SendLagP99US) }},
+		{"process CPU s / 1k req", func(p *Phase) string { return FormatFigure(p.CPUSecondsPer1kRequests) }},
+		{"allocs / request", func(p *Phase) string { return FormatFigure(p.AllocsPerRequest) }},
+		{"bytes alloc / request", func(p *Phase) string { return FormatFigure(p.BytesAllocPerRequest) }},
+		{"peak RSS (MiB)", func(p *Phase) string { return FormatFigure(float64(p.PeakRSSBytes) / (1 << 20)) }},
 		{"per-rank requests", func(p *Phase) string { return fmt.Sprint(p.PerRank) }},
 	}
 	for _, f := range figs {
@@ -143,10 +143,10 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 		fmt.Fprintln(w, "\nsweep (offered req/s -> achieved, dispatch+return p50/p99 µs):")
 		for _, s := range r.Sweep {
 			line := fmt.Sprintf("  %8.0f  switchyard %8.0f req/s  %s/%s", s.OfferedRate,
-				s.Switchyard.RequestsPerS, fmtFloat(s.Switchyard.Overhead.P50US), fmtFloat(s.Switchyard.Overhead.P99US))
+				s.Switchyard.RequestsPerS, FormatFigure(s.Switchyard.Overhead.P50US), FormatFigure(s.Switchyard.Overhead.P99US))
 			if s.Baseline != nil {
 				line += fmt.Sprintf("   relay %8.0f req/s  %s/%s", s.Baseline.RequestsPerS,
-					fmtFloat(s.Baseline.Overhead.P50US), fmtFloat(s.Baseline.Overhead.P99US))
+					FormatFigure(s.Baseline.Overhead.P50US), FormatFigure(s.Baseline.Overhead.P99US))
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -158,9 +158,9 @@ func printPhases(w io.Writer, r *Report, all []*Phase) error {
 
 func printMemory(w io.Writer, m *Memory) error {
 	fmt.Fprintf(w, "memory with %d requests in flight:\n", m.Inflight)
-	fmt.Fprintf(w, "  switchyard heap / request   %s B\n", fmtFloat(m.SwitchyardHeapPerRequest))
-	fmt.Fprintf(w, "  relay heap / request        %s B (client + engines, the same in both)\n", fmtFloat(m.BaselineHeapPerRequest))
-	fmt.Fprintf(w, "  frontend bytes / request    %s B\n", fmtFloat(m.FrontendBytesPerRequest))
+	fmt.Fprintf(w, "  switchyard heap / request   %s B\n", FormatFigure(m.SwitchyardHeapPerRequest))
+	fmt.Fprintf(w, "  relay heap / request        %s B (client + engines, the same in both)\n", FormatFigure(m.BaselineHeapPerRequest))
+	fmt.Fprintf(w, "  frontend bytes / request    %s B\n", FormatFigure(m.FrontendBytesPerRequest))
 	fmt.Fprintf(w, "  peak RSS switchyard / relay %.1f / %.1f MiB\n",
 		float64(m.SwitchyardPeakRSSBytes)/(1<<20), float64(m.BaselinePeakRSSBytes)/(1<<20))
 	fmt.Fprintf(w, "  goroutines at the top       %d\n", m.SwitchyardGoroutinesAtTop)
@@ -203,7 +203,7 @@ func printTargetsUnder(w io.Writer, heading string, ts []Target) {
 		if t.Runs >= 2 && t.Want != wantReported {
 			var gots []string
 			for _, g := range t.Gots {
-				gots = append(gots, fmtFloat(g))
+				gots = append(gots, FormatFigure(g))
 			}
 			runs = fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, strings.Join(gots, ", "))
 		}
@@ -211,7 +211,7 @@ func printTargetsUnder(w io.Writer, heading string, ts []Target) {
 		if t.Runs >= 2 {
 			got = "median"
 		}
-		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", mark, t.Name, got, fmtFloat(t.Got), t.Unit, t.Want)
+		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", mark, t.Name, got, FormatFigure(t.Got), t.Unit, t.Want)
 		for _, s := range []string{runs, t.Note} {
 			if s != "" {
 				fmt.Fprintf(w, " (%s)", s)

@@ -15,16 +15,16 @@ func checkTargets(r *Report) []Target {
 	if ratio := r.OverheadRatio; ratio != nil && c.Engines == 8 && c.Rate == 5000 && c.RelayWork == 0 {
 		ts = append(ts,
 			Target{Name: "dispatch+return p50 vs relay", Want: "<= 1.3x", Got: ratio.P50, Unit: "x", Met: ratio.P50 <= 1.3,
-				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), fmtFloat(sw.Overhead.P50US), fmtFloat(base.Overhead.P50US))},
+				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), FormatFigure(sw.Overhead.P50US), FormatFigure(base.Overhead.P50US))},
 			Target{Name: "dispatch+return p99 vs relay", Want: "<= 2x", Got: ratio.P99, Unit: "x", Met: ratio.P99 <= 2,
-				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), fmtFloat(sw.Overhead.P99US), fmtFloat(base.Overhead.P99US))},
+				Note: fmt.Sprintf("%s %s µs, relay %s µs", measuredName(sw), FormatFigure(sw.Overhead.P99US), FormatFigure(base.Overhead.P99US))},
 		)
 	}
 	if sw != nil && c.Engines == 8 && c.Rate == 0 && c.Concurrency >= 8*256 && c.TokensPerStep == 1 {
 		t := Target{Name: "output tokens/s routed to client streams", Want: ">= 1,000,000", Got: sw.OutputTokensPerS,
 			Unit: "tokens/s", Met: sw.OutputTokensPerS >= 1e6}
 		if base != nil {
-			t.Note = fmt.Sprintf("relay baseline %s tokens/s on the same machine", fmtFloat(base.OutputTokensPerS))
+			t.Note = fmt.Sprintf("relay baseline %s tokens/s on the same machine", FormatFigure(base.OutputTokensPerS))
 		}
 		ts = append(ts, t)
 	}
@@ -32,7 +32,7 @@ func checkTargets(r *Report) []Target {
 		ts = append(ts, Target{Name: "frontend memory per in-flight request", Want: "<= 2048", Got: m.FrontendBytesPerRequest,
 			Unit: "bytes", Met: m.FrontendBytesPerRequest <= 2048,
 			Note: fmt.Sprintf("with %d in flight: switchyard heap %s B/req minus relay %s B/req", m.Inflight,
-				fmtFloat(m.SwitchyardHeapPerRequest), fmtFloat(m.BaselineHeapPerRequest))})
+				FormatFigure(m.SwitchyardHeapPerRequest), FormatFigure(m.BaselineHeapPerRequest))})
 	}
 	if sw != nil && base != nil && sw.CPUSecondsPer1kRequests > 0 {
 		// The process holds the client and the engines in both phases, so the
@@ -77,14 +77,14 @@ func httpTargets(h *HTTPReport) []Target {
 		sw, fl := m.m.Switchyard, m.m.Floor
 		ts = append(ts, Target{Name: "HTTP " + m.shape + " CPU per request vs floor", Want: "<= 1.5x", Got: m.m.CPURatio, Unit: "x",
 			Met: m.m.CPURatio > 0 && m.m.CPURatio <= 1.5,
-			Note: fmt.Sprintf("%s %s µs, floor %s µs (%s); allocs/request %s vs %s", measuredName(sw), fmtFloat(sw.CPUSecondsPer1kRequests*1000),
-				fmtFloat(fl.CPUSecondsPer1kRequests*1000), where, fmtFloat(sw.AllocsPerRequest), fmtFloat(fl.AllocsPerRequest))})
+			Note: fmt.Sprintf("%s %s µs, floor %s µs (%s); allocs/request %s vs %s", measuredName(sw), FormatFigure(sw.CPUSecondsPer1kRequests*1000),
+				FormatFigure(fl.CPUSecondsPer1kRequests*1000), where, FormatFigure(sw.AllocsPerRequest), FormatFigure(fl.AllocsPerRequest))})
 		if r := m.m.OverheadRatio; r != nil {
 			ts = append(ts,
 				Target{Name: "HTTP " + m.shape + " latency overhead p50 vs floor", Want: "<= 1.3x", Got: r.P50, Unit: "x", Met: r.P50 <= 1.3,
-					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), fmtFloat(sw.Overhead.P50US), fmtFloat(fl.Overhead.P50US))},
+					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), FormatFigure(sw.Overhead.P50US), FormatFigure(fl.Overhead.P50US))},
 				Target{Name: "HTTP " + m.shape + " latency overhead p99 vs floor", Want: "<= 2x", Got: r.P99, Unit: "x", Met: r.P99 <= 2,
-					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), fmtFloat(sw.Overhead.P99US), fmtFloat(fl.Overhead.P99US))})
+					Note: fmt.Sprintf("%s %s µs, floor %s µs", measuredName(sw), FormatFigure(sw.Overhead.P99US), FormatFigure(fl.Overhead.P99US))})
 		}
 	}
 	return ts

@@ -1,7 +1,8 @@
-package bench
+package chart
 
 import (
 	"fmt"
+	"github.com/switchyard-llm/switchyard/bench"
 	"image/color"
 	"math"
 	"os"
@@ -27,18 +28,18 @@ var (
 // (dispatch+return, and TTFT), and, when the run swept load, latency against achieved
 // throughput. The percentile axis is 1/(1-q) on a log scale, as HdrHistogram plots are,
 // so the tail gets as much room as the median.
-func WritePNG(path string, r *Report) error {
+func WritePNG(path string, r *bench.Report) error {
 	if r.KV != nil {
 		return writeKVPNG(path, r)
 	}
 	var plots []*plot.Plot
 	if r.Switchyard != nil {
-		p, err := cdfPlot("dispatch + return (µs)", r.Switchyard.Overhead, baseOf(r, func(b *Phase) Summary { return b.Overhead }))
+		p, err := cdfPlot("dispatch + return (µs)", r.Switchyard.Overhead, baseOf(r, func(b *bench.Phase) bench.Summary { return b.Overhead }))
 		if err != nil {
 			return err
 		}
 		plots = append(plots, p)
-		p, err = cdfPlot("time to first token (µs)", r.Switchyard.TTFT, baseOf(r, func(b *Phase) Summary { return b.TTFT }))
+		p, err = cdfPlot("time to first token (µs)", r.Switchyard.TTFT, baseOf(r, func(b *bench.Phase) bench.Summary { return b.TTFT }))
 		if err != nil {
 			return err
 		}
@@ -47,7 +48,7 @@ func WritePNG(path string, r *Report) error {
 	if h := r.HTTP; h != nil {
 		for _, m := range []struct {
 			title string
-			m     *HTTPMode
+			m     *bench.HTTPMode
 		}{{"HTTP JSON: dispatch + return of the final output (µs)", h.JSON}, {"HTTP SSE: dispatch + return (µs)", h.SSE}} {
 			if m.m == nil || m.m.Switchyard == nil || m.m.Floor == nil {
 				continue
@@ -72,7 +73,7 @@ func WritePNG(path string, r *Report) error {
 // drawPlots writes plots one above the other under title to a PNG at path.
 func drawPlots(path, title string, plots []*plot.Plot) error {
 	if len(plots) == 0 {
-		return fmt.Errorf("bench: chart: %w", ErrNoSamples)
+		return fmt.Errorf("bench: chart: %w", bench.ErrNoSamples)
 	}
 	const w, h, header = 7 * vg.Inch, 4 * vg.Inch, 14 * vg.Millimeter
 	img := vgimg.New(w, h*vg.Length(len(plots))+header)
@@ -100,7 +101,7 @@ func drawPlots(path, title string, plots []*plot.Plot) error {
 
 // Title names the run a chart shows, two lines: the configuration (engines,
 // load, transport, layout, client), then the machine and the date.
-func Title(r *Report) string {
+func Title(r *bench.Report) string {
 	c := r.Config
 	var load string
 	switch {
@@ -109,16 +110,16 @@ func Title(r *Report) string {
 	case len(c.Sweep) > 0:
 		var rates []string
 		for _, x := range c.Sweep {
-			rates = append(rates, fmtRate(x))
+			rates = append(rates, bench.FormatRate(x))
 		}
 		load = "sweep " + strings.Join(rates, ", ") + " req/s"
 	case c.Rate > 0:
-		load = fmtRate(c.Rate) + " req/s open loop"
+		load = bench.FormatRate(c.Rate) + " req/s open loop"
 	default:
 		load = fmt.Sprintf("closed loop, %d in flight", c.Concurrency)
 	}
 	engines := fmt.Sprintf("%d engines", c.Engines)
-	if c.Mode == ModeTarget {
+	if c.Mode == bench.ModeTarget {
 		engines = "target " + c.Target
 	}
 	layout := c.VLLMLayout
@@ -150,19 +151,7 @@ func Title(r *Report) string {
 	return line1 + "\n" + line2
 }
 
-// fmtRate writes a rate with thousands separators: 5,000.
-func fmtRate(x float64) string {
-	if x != math.Trunc(x) || x >= 1e15 {
-		return fmt.Sprintf("%g", x)
-	}
-	s := fmt.Sprintf("%d", int64(x))
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-func baseOf(r *Report, get func(*Phase) Summary) *Summary {
+func baseOf(r *bench.Report, get func(*bench.Phase) bench.Summary) *bench.Summary {
 	if r.Baseline == nil {
 		return nil
 	}
@@ -185,7 +174,7 @@ func (percentileTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-func cdfXYs(s Summary) plotter.XYs {
+func cdfXYs(s bench.Summary) plotter.XYs {
 	var xys plotter.XYs
 	for _, p := range s.CDF {
 		if p.Quantile >= 1 { // 1/(1-q) is infinite: the max is in the table
@@ -210,11 +199,11 @@ func percentilePlot(title string) *plot.Plot {
 	return p
 }
 
-func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
+func cdfPlot(title string, sw bench.Summary, base *bench.Summary) (*plot.Plot, error) {
 	p := percentilePlot(title + " by percentile")
 	p.Legend.Top = true
 	p.Legend.Left = true
-	add := func(name string, s Summary, c color.Color) error {
+	add := func(name string, s bench.Summary, c color.Color) error {
 		xys := cdfXYs(s)
 		if len(xys) == 0 {
 			return nil
@@ -226,7 +215,7 @@ func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
 		l.Color = c
 		l.Width = vg.Points(2)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (p50 %s, p99 %s)", name, fmtFloat(s.P50US), fmtFloat(s.P99US)), l)
+		p.Legend.Add(fmt.Sprintf("%s (p50 %s, p99 %s)", name, bench.FormatFigure(s.P50US), bench.FormatFigure(s.P99US)), l)
 		return nil
 	}
 	if err := add("switchyard", sw, colSwitchyard); err != nil {
@@ -241,7 +230,7 @@ func cdfPlot(title string, sw Summary, base *Summary) (*plot.Plot, error) {
 	return p, nil
 }
 
-func sweepPlot(pts []SweepPoint) (*plot.Plot, error) {
+func sweepPlot(pts []bench.SweepPoint) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "dispatch + return latency vs throughput"
 	p.X.Label.Text = "achieved requests/s"
@@ -250,15 +239,15 @@ func sweepPlot(pts []SweepPoint) (*plot.Plot, error) {
 	p.Legend.Left = true
 	series := []struct {
 		name  string
-		phase func(SweepPoint) *Phase
-		q     func(*Phase) float64
+		phase func(bench.SweepPoint) *bench.Phase
+		q     func(*bench.Phase) float64
 		c     color.Color
 		dash  bool
 	}{
-		{"switchyard p50", func(s SweepPoint) *Phase { return s.Switchyard }, func(ph *Phase) float64 { return ph.Overhead.P50US }, colSwitchyard, false},
-		{"switchyard p99", func(s SweepPoint) *Phase { return s.Switchyard }, func(ph *Phase) float64 { return ph.Overhead.P99US }, colSwitchyard, true},
-		{"relay p50", func(s SweepPoint) *Phase { return s.Baseline }, func(ph *Phase) float64 { return ph.Overhead.P50US }, colBaseline, false},
-		{"relay p99", func(s SweepPoint) *Phase { return s.Baseline }, func(ph *Phase) float64 { return ph.Overhead.P99US }, colBaseline, true},
+		{"switchyard p50", func(s bench.SweepPoint) *bench.Phase { return s.Switchyard }, func(ph *bench.Phase) float64 { return ph.Overhead.P50US }, colSwitchyard, false},
+		{"switchyard p99", func(s bench.SweepPoint) *bench.Phase { return s.Switchyard }, func(ph *bench.Phase) float64 { return ph.Overhead.P99US }, colSwitchyard, true},
+		{"relay p50", func(s bench.SweepPoint) *bench.Phase { return s.Baseline }, func(ph *bench.Phase) float64 { return ph.Overhead.P50US }, colBaseline, false},
+		{"relay p99", func(s bench.SweepPoint) *bench.Phase { return s.Baseline }, func(ph *bench.Phase) float64 { return ph.Overhead.P99US }, colBaseline, true},
 	}
 	for _, s := range series {
 		var xys plotter.XYs

@@ -1,7 +1,8 @@
-package bench
+package chart
 
 import (
 	"fmt"
+	"github.com/switchyard-llm/switchyard/bench"
 	"image/color"
 	"slices"
 
@@ -29,10 +30,10 @@ func kvColour(policy string) color.Color {
 
 // writeKVPNG draws a kv run: TTFT by percentile per policy, the hit ratio per
 // policy against the oracle, and the requests each engine served per policy.
-func writeKVPNG(path string, r *Report) error {
-	ps := kvPolicies(r)
+func writeKVPNG(path string, r *bench.Report) error {
+	ps := bench.KVPolicies(r)
 	var plots []*plot.Plot
-	for _, build := range []func([]*KVPolicy) (*plot.Plot, error){kvTTFTPlot, kvHitPlot, kvBalancePlot} {
+	for _, build := range []func([]*bench.KVPolicy) (*plot.Plot, error){kvTTFTPlot, kvHitPlot, kvBalancePlot} {
 		p, err := build(ps)
 		if err != nil {
 			return err
@@ -42,7 +43,7 @@ func writeKVPNG(path string, r *Report) error {
 	return drawPlots(path, Title(r), plots)
 }
 
-func kvTTFTPlot(ps []*KVPolicy) (*plot.Plot, error) {
+func kvTTFTPlot(ps []*bench.KVPolicy) (*plot.Plot, error) {
 	p := percentilePlot("time to first token by percentile, per policy")
 	// Bottom right: the curves rise to the right, so that corner stays empty.
 	p.Legend.Top, p.Legend.Left = false, false
@@ -57,14 +58,14 @@ func kvTTFTPlot(ps []*KVPolicy) (*plot.Plot, error) {
 		}
 		l.Color, l.Width = kvColour(k.Policy), vg.Points(2)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (p50 %s ms, p90 %s ms)", k.Policy, fmtFloat(k.TTFTP50MS), fmtFloat(k.TTFTP90MS)), l)
+		p.Legend.Add(fmt.Sprintf("%s (p50 %s ms, p90 %s ms)", k.Policy, bench.FormatFigure(k.TTFTP50MS), bench.FormatFigure(k.TTFTP90MS)), l)
 	}
 	p.Add(plotter.NewGrid())
 	return p, nil
 }
 
 // kvHitPlot is one bar per policy, with the oracle as a dashed line across.
-func kvHitPlot(ps []*KVPolicy) (*plot.Plot, error) {
+func kvHitPlot(ps []*bench.KVPolicy) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "prefix-cache hit ratio (engines' own counts) against the oracle"
 	p.Y.Label.Text = "hit ratio"
@@ -79,7 +80,7 @@ func kvHitPlot(ps []*KVPolicy) (*plot.Plot, error) {
 		b.XMin = float64(i)
 		b.Color, b.LineStyle.Width = kvColour(k.Policy), 0
 		p.Add(b)
-		names = append(names, fmt.Sprintf("%s %s", k.Policy, fmtFloat(k.HitRatio)))
+		names = append(names, fmt.Sprintf("%s %s", k.Policy, bench.FormatFigure(k.HitRatio)))
 	}
 	if len(ps) > 0 {
 		o := ps[0].OracleHitRatio
@@ -89,7 +90,7 @@ func kvHitPlot(ps []*KVPolicy) (*plot.Plot, error) {
 		}
 		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("oracle %s (unbounded cache)", fmtFloat(o)), l)
+		p.Legend.Add(fmt.Sprintf("oracle %s (unbounded cache)", bench.FormatFigure(o)), l)
 	}
 	p.NominalX(names...)
 	p.Add(plotter.NewGrid())
@@ -97,7 +98,7 @@ func kvHitPlot(ps []*KVPolicy) (*plot.Plot, error) {
 }
 
 // kvBalancePlot groups, per engine rank, one bar per policy.
-func kvBalancePlot(ps []*KVPolicy) (*plot.Plot, error) {
+func kvBalancePlot(ps []*bench.KVPolicy) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "requests per engine, per policy"
 	p.Y.Label.Text = "requests"
@@ -122,7 +123,7 @@ func kvBalancePlot(ps []*KVPolicy) (*plot.Plot, error) {
 		b.Offset = (vg.Length(i) - vg.Length(len(ps)-1)/2) * b.Width
 		b.Color, b.LineStyle.Width = kvColour(k.Policy), 0
 		p.Add(b)
-		p.Legend.Add(fmt.Sprintf("%s (busiest %sx the mean)", k.Policy, fmtFloat(k.MaxOverMean)), b)
+		p.Legend.Add(fmt.Sprintf("%s (busiest %sx the mean)", k.Policy, bench.FormatFigure(k.MaxOverMean)), b)
 	}
 	var names []string
 	for r := range ranks {

@@ -169,7 +169,7 @@ func writeBenchReport(cmd *cli.Command, rep *bench.Report) error {
 		}
 	}
 	if p := cmd.String("png"); p != "" {
-		if err := bench.WritePNG(p, rep); err != nil {
+		if err := writePNG(p, rep); err != nil {
 			return err
 		}
 	}
