@@ -25,6 +25,8 @@ type EngineRecord struct {
 // transaction (a leader change in between cannot lose a generation).
 func (m *Member) RecordEngineReady(ctx context.Context, rank int) (EngineRecord, error) {
 	key := m.cfg.key("engines", strconv.Itoa(rank))
+	ctx, cancel := m.bound(ctx, callTimeout)
+	defer cancel()
 	for {
 		resp, err := m.cfg.Client.Get(ctx, key)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,15 @@ const DefaultPrefix = "/switchyard/"
 // frontend killed with -9 is seen gone, and the coordinator role moves,
 // about this long after.
 const DefaultTTL = 2
+
+// callTimeout bounds one etcd call made on the member's own behalf (a lease
+// grant, a record written in the background): with etcd unreachable a call
+// would otherwise wait for as long as its context lives.
+const callTimeout = 5 * time.Second
+
+// revokeTimeout bounds the lease revoke at Close: an unreachable etcd lets
+// the lease expire by itself after the TTL anyway.
+const revokeTimeout = 2 * time.Second
 
 // Config configures one frontend's membership.
 type Config struct {
@@ -46,7 +56,10 @@ type Config struct {
 // MemberInfo is what a live frontend publishes under its lease.
 type MemberInfo struct {
 	Client
-	HTTP    string    `json:"http,omitempty"`
+	HTTP string `json:"http,omitempty"`
+	// Host is the host name the frontend runs on (names a holder that
+	// refuses a second frontend of the same name).
+	Host    string    `json:"host,omitempty"`
 	Started time.Time `json:"started"`
 }
 
@@ -62,9 +75,20 @@ type Member struct {
 	// until Close.
 	life context.Context
 	stop context.CancelFunc
+	// closing ends at the start of Close: every etcd call still waiting
+	// (a grant while etcd is down) returns, so Close never waits for etcd.
+	closing context.Context
+	halt    context.CancelFunc
 
-	mu   sync.Mutex
-	sess *concurrency.Session
+	mu     sync.Mutex // held across a grant: not for callers that must not wait
+	sess   *concurrency.Session
+	closed bool
+
+	// bg counts background writes (Registrations.Saw): Add under bgMu
+	// while !bgClosed, so Close's Wait sees every one.
+	bgMu     sync.Mutex
+	bgClosed bool
+	bg       sync.WaitGroup
 }
 
 func (c Config) key(parts ...string) string {
@@ -92,17 +116,26 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	m := &Member{cfg: cfg, log: cfg.Logger}
 	m.life, m.stop = context.WithCancel(context.Background())
+	m.closing, m.halt = context.WithCancel(context.Background())
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	c, err := m.place(ctx)
 	if err != nil {
+		if h, ok := m.liveHolder(ctx); ok {
+			// Refused for its addresses, but the cause is a live
+			// frontend of the same name (on another host): say so.
+			err = &NameHeldError{Name: cfg.Name, Holder: h}
+		}
+		m.halt()
 		m.stop()
 		return nil, err
 	}
 	m.client = c
-	m.info = MemberInfo{Client: c, HTTP: cfg.HTTP, Started: time.Now().UTC()}
-	if _, err := m.session(ctx); err != nil {
+	host, _ := os.Hostname()
+	m.info = MemberInfo{Client: c, HTTP: cfg.HTTP, Host: host, Started: time.Now().UTC()}
+	if err := m.firstSession(ctx); err != nil {
+		m.halt()
 		m.stop()
 		return nil, err
 	}
@@ -175,17 +208,70 @@ func (m *Member) session(ctx context.Context) (*concurrency.Session, error) {
 			return m.sess, nil
 		}
 	}
-	s, err := concurrency.NewSession(m.cfg.Client, concurrency.WithTTL(m.cfg.TTL), concurrency.WithContext(m.life))
+	if m.closed {
+		return nil, errClosed
+	}
+	// The grant is ours, not NewSession's: NewSession grants under the
+	// session's own context, which lives until Close, so with etcd down it
+	// waited for ever and Close (waiting for the caller) with it.
+	gctx, cancel := m.bound(ctx, callTimeout)
+	defer cancel()
+	lease, err := m.cfg.Client.Grant(gctx, int64(m.cfg.TTL))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd lease: %w", err)
+	}
+	s, err := concurrency.NewSession(m.cfg.Client, concurrency.WithTTL(m.cfg.TTL), concurrency.WithLease(lease.ID), concurrency.WithContext(m.life))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd session: %w", err)
 	}
-	b, _ := json.Marshal(m.info)
-	if _, err := m.cfg.Client.Put(ctx, m.cfg.key("members", m.cfg.Name), string(b), clientv3.WithLease(s.Lease())); err != nil {
-		s.Close()
+	if err := m.claim(gctx, s.Lease()); err != nil {
+		_ = m.revoke(s)
+		var held *NameHeldError
+		if errors.As(err, &held) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("cluster: member record: %w", err)
 	}
 	m.sess = s
 	return s, nil
+}
+
+var errClosed = errors.New("cluster: member closed")
+
+// bound returns ctx limited to d and ended by Close.
+func (m *Member) bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	unhook := context.AfterFunc(m.closing, cancel)
+	return ctx, func() { unhook(); cancel() }
+}
+
+// revoke ends s's keepalives and revokes its lease, waiting at most
+// revokeTimeout: the others see this frontend gone at once when etcd
+// answers, after the TTL when it does not.
+func (m *Member) revoke(s *concurrency.Session) error {
+	s.Orphan()
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	_, err := m.cfg.Client.Revoke(ctx, s.Lease())
+	return err
+}
+
+// spawn runs f in the background until Close, which waits for it; f's
+// context ends at Close or after callTimeout. False once closed.
+func (m *Member) spawn(f func(ctx context.Context)) bool {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
+	if m.bgClosed {
+		return false
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		ctx, cancel := m.bound(context.Background(), callTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+	return true
 }
 
 // Members lists the live frontends (their leases held).
@@ -297,18 +383,32 @@ func (m *Member) ObserveLeader(ctx context.Context, fn func(leader MemberInfo, o
 	}
 }
 
-// Close resigns and revokes the lease, so the others see this frontend
-// gone, and a new leader is elected, at once rather than after the TTL.
+// Close revokes the lease, so the others see this frontend gone, and a new
+// leader is elected, at once rather than after the TTL. It returns within
+// about revokeTimeout whether etcd answers or not: calls still waiting for
+// etcd end first, and the background writes are joined.
 func (m *Member) Close() error {
+	m.halt()
 	m.mu.Lock()
 	s := m.sess
 	m.sess = nil
+	m.closed = true
 	m.mu.Unlock()
 	var err error
 	if s != nil {
-		err = s.Close()
+		select {
+		case <-s.Done():
+			// Its keepalives ended: etcd was unreachable for the TTL, so the
+			// lease expired (or will) without a revoke that would only wait.
+		default:
+			err = m.revoke(s)
+		}
 	}
 	m.stop()
+	m.bgMu.Lock()
+	m.bgClosed = true
+	m.bgMu.Unlock()
+	m.bg.Wait()
 	return err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"time"
 )
 
 // Registrations keeps engines' input registrations in etcd
@@ -34,20 +33,25 @@ func (r *Registrations) Saw(rank int, frame []byte) {
 	}
 	r.last[rank] = string(frame)
 	r.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+	stored := r.m.spawn(func(ctx context.Context) {
 		if _, err := r.m.cfg.Client.Put(ctx, r.m.cfg.key("registrations", strconv.Itoa(rank)), string(frame)); err != nil {
 			r.m.log.Warn("cluster: engine registration not stored; a restart of this frontend would not find it", "rank", rank, "err", err)
 			r.mu.Lock()
 			delete(r.last, rank)
 			r.mu.Unlock()
 		}
-	}()
+	})
+	if !stored {
+		r.mu.Lock()
+		delete(r.last, rank)
+		r.mu.Unlock()
+	}
 }
 
 // Known implements frontend.RegistrationStore.
 func (r *Registrations) Known(ctx context.Context, rank int) ([]byte, bool) {
+	ctx, cancel := r.m.bound(ctx, callTimeout)
+	defer cancel()
 	resp, err := r.m.cfg.Client.Get(ctx, r.m.cfg.key("registrations", strconv.Itoa(rank)))
 	if err != nil || len(resp.Kvs) == 0 {
 		return nil, false

@@ -213,6 +213,26 @@ func (c *Cluster) Kill(i int) {
 	m.log.Close()
 }
 
+// Pause stops member i with SIGSTOP: its connections stay open and nothing
+// answers, the way a hung or partitioned etcd looks to its clients (a kill
+// refuses connections at once). Stop and Kill end a paused member too.
+func (c *Cluster) Pause(i int) {
+	c.t.Helper()
+	if m := c.Members[i]; m.cmd != nil {
+		if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			c.t.Fatalf("pause etcd member %s: %v", m.Name, err)
+		}
+	}
+}
+
+// Resume continues a paused member.
+func (c *Cluster) Resume(i int) {
+	c.t.Helper()
+	if m := c.Members[i]; m.cmd != nil {
+		_ = m.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Restart starts a killed member again on its data dir.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
