@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"github.com/switchyard-llm/switchyard/internal/fasthist"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/wire"
@@ -103,7 +104,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	e.lastOutput.Store(now.UnixNano())
 	d.heard(e, now.UnixNano())
 	tokens := 0
-	var ttft, itl histBatch
+	var ttft, itl fasthist.Batch
 	for i := range outs.Outputs {
 		o := &outs.Outputs[i]
 		r, ok := d.table.Load(o.RequestID)
@@ -121,8 +122,8 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 	if tokens > 0 {
 		e.m.tokens.Add(float64(tokens))
 		e.vm.Generated(tokens)
-		e.m.ttft.flush(&ttft)
-		e.m.itl.flush(&itl)
+		e.m.ttft.Flush(&ttft)
+		e.m.itl.Flush(&itl)
 	}
 	if st := outs.SchedulerStats; st != nil {
 		// Sanitised in place, so the vllm:* series show what routing uses.
@@ -146,7 +147,7 @@ func (d *Dispatcher) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 // under the output's id (it moved: a late output of the lost engine). A stream whose
 // buffer is full is ended with *SlowConsumerError and aborted at the engine, so the
 // output loop moves on at once.
-func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutput, now time.Time, engineTS float64, ttft, itl *histBatch) bool {
+func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutput, now time.Time, engineTS float64, ttft, itl *fasthist.Batch) bool {
 	r.mu.Lock()
 	if r.done || r.eng != e || r.engID != o.RequestID {
 		r.mu.Unlock()
@@ -167,12 +168,12 @@ func (d *Dispatcher) deliverOutput(r *request, e *engine, o *wire.EngineCoreOutp
 		}
 		if !r.got1st {
 			r.got1st = true
-			ttft.observe(now.Sub(r.start).Seconds())
+			ttft.Observe(e.m.ttft, now.Sub(r.start).Seconds())
 			if r.pd != nil {
 				d.pdFirstToken(r, now)
 			}
 		} else {
-			itl.observe(now.Sub(r.last).Seconds())
+			itl.Observe(e.m.itl, now.Sub(r.last).Seconds())
 		}
 		r.last = now
 	}

@@ -1,10 +1,8 @@
 package dispatcher
 
 import (
-	"math"
-	"sort"
+	"github.com/switchyard-llm/switchyard/internal/fasthist"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -67,8 +65,8 @@ type metrics struct {
 
 type engineMetrics struct {
 	outcomes [numOutcomes]prometheus.Counter
-	ttft     *latencyHist
-	itl      *latencyHist
+	ttft     *fasthist.Hist
+	itl      *fasthist.Hist
 	tokens   prometheus.Counter
 	// statsClamped counts sanitizeStats' clamps, by field.
 	statsClamped [numStatsFields]prometheus.Counter
@@ -138,8 +136,8 @@ func (m *metrics) forEngine(rank int) engineMetrics {
 	for o := range numOutcomes {
 		em.outcomes[o] = m.requests.WithLabelValues(r, outcomeNames[o])
 	}
-	em.ttft = new(latencyHist)
-	em.itl = new(latencyHist)
+	em.ttft = fasthist.New(latencyBuckets[:])
+	em.itl = fasthist.New(latencyBuckets[:])
 	em.tokens = m.tokens.WithLabelValues(r)
 	for f := range numStatsFields {
 		em.statsClamped[f] = m.clamped.WithLabelValues(r, statsFieldNames[f])
@@ -198,61 +196,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(st.Running), r)
 		ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, st.KVCacheUsage, r)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, r)
-		ch <- e.m.ttft.metric(c.ttft, r)
-		ch <- e.m.itl.metric(c.itl, r)
+		ch <- e.m.ttft.Metric(c.ttft, r)
+		ch <- e.m.itl.Metric(c.itl, r)
 	}
-}
-
-// latencyHist is a histogram fed per output batch rather than per output: the output
-// loop counts into a histBatch on its stack and adds the batch here once, so per-token
-// work is a bucket search and a local increment (a prometheus Histogram costs three
-// contended atomics per observation). It is exposed as a const histogram at scrape.
-type latencyHist struct {
-	counts  [numLatencyBuckets + 1]atomic.Uint64 // the last slot is +Inf
-	sumBits atomic.Uint64
-}
-
-// histBatch collects observations for one latencyHist during one output batch.
-type histBatch struct {
-	counts [numLatencyBuckets + 1]uint32
-	n      uint32
-	sum    float64
-}
-
-func (b *histBatch) observe(seconds float64) {
-	// Smallest i with latencyBuckets[i] >= seconds: Prometheus buckets are "le".
-	i := sort.SearchFloat64s(latencyBuckets[:], seconds)
-	b.counts[i]++
-	b.n++
-	b.sum += seconds
-}
-
-// flush adds b to h and empties b.
-func (h *latencyHist) flush(b *histBatch) {
-	if b.n == 0 {
-		return
-	}
-	for i, c := range b.counts {
-		if c != 0 {
-			h.counts[i].Add(uint64(c))
-		}
-	}
-	for {
-		old := h.sumBits.Load()
-		if h.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+b.sum)) {
-			break
-		}
-	}
-	*b = histBatch{}
-}
-
-func (h *latencyHist) metric(desc *prometheus.Desc, rank string) prometheus.Metric {
-	buckets := make(map[float64]uint64, numLatencyBuckets)
-	var cum uint64
-	for i, le := range latencyBuckets {
-		cum += h.counts[i].Load()
-		buckets[le] = cum
-	}
-	cum += h.counts[numLatencyBuckets].Load()
-	return prometheus.MustNewConstHistogram(desc, cum, math.Float64frombits(h.sumBits.Load()), buckets, rank)
 }

@@ -58,25 +58,10 @@ switchyard_output_tokens_total{rank="1"} 0
 	}
 }
 
-func TestHistBatch(t *testing.T) {
-	var h latencyHist
-	var b histBatch
-	for _, v := range []float64{0.000001, 0.01, 0.01, 100} {
-		b.observe(v)
-	}
-	h.flush(&b)
-	if b.n != 0 {
-		t.Error("flush did not empty the batch")
-	}
-	if h.counts[0].Load() != 1 || h.counts[10].Load() != 2 || h.counts[numLatencyBuckets].Load() != 1 {
-		t.Errorf("bucket counts wrong: first %d, 0.01s %d, +Inf %d", h.counts[0].Load(), h.counts[10].Load(), h.counts[numLatencyBuckets].Load())
-	}
-}
-
 // A request refused by one rank (its sender refused the ADD) and then served by
 // another ended once: it counts as length on the rank that served it, and not also
 // as send_failed on the rank that refused it. A request every rank refuses counts
-// once, as send_failed. Issue 17, item 9.
+// once, as send_failed.
 func TestMetricsRetriedRequestCountedOnce(t *testing.T) {
 	h := newHarness(t, Config{Policy: PolicyRoundRobin}, 0, 1)
 	refusal := errors.New("queue full")

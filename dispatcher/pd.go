@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/fasthist"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,7 @@ func (d *Dispatcher) EnablePD(cfg PDConfig) error {
 	for o := range numOutcomes {
 		hold.m.outcomes[o] = d.m.requests.WithLabelValues("prefill_stage", outcomeNames[o])
 	}
-	hold.m.ttft, hold.m.itl = new(latencyHist), new(latencyHist)
+	hold.m.ttft, hold.m.itl = fasthist.New(latencyBuckets[:]), fasthist.New(latencyBuckets[:])
 	hold.m.tokens = d.m.tokens.WithLabelValues("prefill_stage")
 	d.pd = &pdEdge{p: cfg.Prefill, legs: legs, hold: hold, m: m, hook: cfg.OnHandoff,
 		policy: pdPolicy{minPromptTokens: cfg.MinPromptTokens, busyScore: cfg.BusyScore}}

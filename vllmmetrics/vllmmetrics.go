@@ -10,6 +10,7 @@
 package vllmmetrics
 
 import (
+	"github.com/switchyard-llm/switchyard/internal/fasthist"
 	"strconv"
 	"time"
 
@@ -120,9 +121,9 @@ type Engine struct {
 	promptTokens, genTokens, preemptions   prometheus.Counter
 	prefixQueries, prefixHits              prometheus.Counter
 	success                                [len(finishNames)]prometheus.Counter
-	ttft, itl, tpotReq                     *hist
-	e2e, queue, prefill, decode, inference *hist
-	promptLen, genLen, maxTokens, maxGen   *hist
+	ttft, itl, tpotReq                     *fasthist.Hist
+	e2e, queue, prefill, decode, inference *fasthist.Hist
+	promptLen, genLen, maxTokens, maxGen   *fasthist.Hist
 }
 
 // Engine returns rank's children; numGPUBlocks (0: unknown) labels cache_config_info.

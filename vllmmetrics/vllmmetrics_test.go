@@ -79,7 +79,7 @@ func TestRequestLifecycle(t *testing.T) {
 		"request_prompt_tokens":                 {m.promptLen, 40}, "request_generation_tokens": {m.genLen, 3},
 		"request_params_max_tokens": {m.maxTokens, 16}, "request_max_num_generation_tokens": {m.maxGen, 3},
 	} {
-		if n, sum, _ := c.h.with(lv[0], lv[1]).snapshot(); n != 1 || math.Abs(sum-c.sum) > 1e-9 {
+		if n, sum, _ := c.h.with(lv[0], lv[1]).Snapshot(); n != 1 || math.Abs(sum-c.sum) > 1e-9 {
 			t.Errorf("vllm:%s: count %d sum %v, want 1 observation of %v", name, n, sum, c.sum)
 		}
 	}
@@ -168,7 +168,7 @@ vllm:time_per_output_token_seconds_count{engine="1",model_name="m"} 1
 // observations is the sample count of h's engine 0 child of model m.
 func observations(t *testing.T, h *histVec) uint64 {
 	t.Helper()
-	n, _, _ := h.with("m", "0").snapshot()
+	n, _, _ := h.with("m", "0").Snapshot()
 	return n
 }
 
@@ -187,7 +187,7 @@ func TestHistMatchesPrometheus(t *testing.T) {
 	if err := ref.Write(&want); err != nil {
 		t.Fatal(err)
 	}
-	n, sum, cum := h.snapshot()
+	n, sum, cum := h.Snapshot()
 	if n != want.GetHistogram().GetSampleCount() || sum != want.GetHistogram().GetSampleSum() {
 		t.Errorf("count %d sum %v, prometheus %d %v", n, sum, want.GetHistogram().GetSampleCount(), want.GetHistogram().GetSampleSum())
 	}

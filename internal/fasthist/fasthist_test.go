@@ -1,0 +1,83 @@
+package fasthist
+
+import (
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Observations land in the first bucket whose bound is at least the value, NaN and
+// values past the last bound in +Inf; a batch adds the same as its observations.
+func TestBucketsAndBatch(t *testing.T) {
+	upper := []float64{0.001, 0.01, 0.1}
+	direct, batched := New(upper), New(upper)
+	vals := []float64{0.0005, 0.001, 0.002, 0.01, 0.5, math.NaN(), 0.05}
+	var b Batch
+	for _, v := range vals {
+		if !math.IsNaN(v) {
+			direct.Observe(v)
+			b.Observe(batched, v)
+		}
+	}
+	batched.Flush(&b)
+	batched.Flush(&b) // empty: adds nothing
+	for _, h := range []*Hist{direct, batched} {
+		count, sum, buckets := h.Snapshot()
+		if count != 6 || math.Abs(sum-0.5635) > 1e-12 {
+			t.Errorf("count %d sum %v, want 6 and 0.5635", count, sum)
+		}
+		want := map[float64]uint64{0.001: 2, 0.01: 4, 0.1: 5}
+		for le, n := range want {
+			if buckets[le] != n {
+				t.Errorf("le %v: %d, want %d", le, buckets[le], n)
+			}
+		}
+	}
+	nan := New(upper)
+	nan.Observe(math.NaN())
+	if c, _, bk := nan.Snapshot(); c != 1 || bk[0.1] != 0 {
+		t.Errorf("NaN: count %d, le 0.1 %d; want it in +Inf", c, bk[0.1])
+	}
+}
+
+// Concurrent observers lose nothing, and the metric carries the labels.
+func TestConcurrentAndMetric(t *testing.T) {
+	h := New([]float64{1, 2})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				h.Observe(1.5)
+			}
+		})
+	}
+	wg.Wait()
+	var m dto.Metric
+	desc := prometheus.NewDesc("x_seconds", "x", []string{"rank"}, nil)
+	if err := h.Metric(desc, "0").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetHistogram().GetSampleCount(); got != 8000 {
+		t.Errorf("count %d, want 8000", got)
+	}
+	if got := m.GetHistogram().GetSampleSum(); got != 12000 {
+		t.Errorf("sum %v, want 12000", got)
+	}
+	if m.GetLabel()[0].GetValue() != "0" {
+		t.Errorf("labels %v", m.GetLabel())
+	}
+}
+
+func BenchmarkBatchObserve(b *testing.B) {
+	h := New([]float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1})
+	var bt Batch
+	for i := range b.N {
+		bt.Observe(h, float64(i%100)/1000)
+		if i%64 == 63 {
+			h.Flush(&bt)
+		}
+	}
+}
