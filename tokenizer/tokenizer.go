@@ -30,6 +30,8 @@ type Tokenizer struct {
 	vocabSize int
 
 	dec decoderPlan
+
+	maxTokenBytes int // see MaxTokenBytes
 }
 
 // maxVocab bounds token ids at Load.
@@ -133,6 +135,8 @@ func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 			t.addedRaw.add(a.Content, tok)
 		}
 	}
+
+	t.maxTokenBytes = t.tokenBound(nc, pc, f.AddedTokens)
 
 	// Rust's decode skips by content (is_special_token(&str)), so a vocab entry spelled like a
 	// special token is skipped too.
