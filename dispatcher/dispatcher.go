@@ -41,6 +41,11 @@ type Dispatcher struct {
 	stop        chan struct{}
 	aborterDone chan struct{}
 	stallDone   chan struct{} // closed when the stall watch has stopped
+	// bg holds the goroutines P/D starts to leave a lock before a send that may
+	// wait for queue room (a prefill retry, a decode leg); Close joins them.
+	bg     sync.WaitGroup
+	bgMu   sync.Mutex // orders bg.Go against Close's bg.Wait
+	bgDone bool       // under bgMu: Close is joining bg, start nothing more
 
 	util utilityTable
 
@@ -498,8 +503,24 @@ func (d *Dispatcher) Close() error {
 	close(d.stop)
 	<-d.aborterDone
 	<-d.stallDone
+	d.bgMu.Lock()
+	d.bgDone = true
+	d.bgMu.Unlock()
+	// Bounded: a send waits for queue room no longer than the sender's own stall
+	// bound, and every request was failed above, so each ends at its next check.
+	d.bg.Wait()
 	d.util.closeAll(ErrClosed)
 	return nil
+}
+
+// goBG runs f on its own goroutine, joined by Close; once Close has begun it runs
+// nothing (every request has been failed by then).
+func (d *Dispatcher) goBG(f func()) {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	if !d.bgDone {
+		d.bg.Go(f)
+	}
 }
 
 // encodeAdd stamps what the frontend owns on an ADD (client index, arrival time,

@@ -262,7 +262,7 @@ func (d *Dispatcher) pdLegOutput(r *request, st *pdState, leg string, rank int, 
 	case actRetryPrefill:
 		d.pd.m.retries.Inc()
 		// Not on this goroutine: a new ADD may wait for queue room.
-		go d.pdRetry(r, st, failed, now)
+		d.goBG(func() { d.pdRetry(r, st, failed, now) })
 	}
 }
 
@@ -353,7 +353,7 @@ func (d *Dispatcher) pdSendDecode(r *request, st *pdState, params wire.Raw, sinc
 		retry, blocked := d.pdAdmit(&req, r, st, e, params != nil, since, wait)
 		req.Sampling = orig
 		if blocked {
-			go d.pdSendDecode(r, st, params, since, true)
+			d.goBG(func() { d.pdSendDecode(r, st, params, since, true) })
 			return
 		}
 		if !retry {
