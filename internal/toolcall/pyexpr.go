@@ -19,16 +19,16 @@ import (
 type pyKind uint8
 
 const (
-	pyConst   pyKind = iota // val holds it
-	pyOpaque                // a constant json.dumps rejects: bytes, complex, Ellipsis
-	pyList                  // elts
-	pyTuple                 // elts
-	pySet                   // elts
-	pyDict                  // keys, elts
-	pyName                  // name
-	pyCall                  // name (dotted; "" when the callee is not a name chain), kwNames, elts
-	pyUnary                 // op, elts[0]
-	pyBinary                // op, elts[0], elts[1]
+	pyConst  pyKind = iota // val holds it
+	pyOpaque               // a constant json.dumps rejects: bytes, complex, Ellipsis
+	pyList                 // elts
+	pyTuple                // elts
+	pySet                  // elts
+	pyDict                 // keys, elts
+	pyName                 // name
+	pyCall                 // name (dotted; "" when the callee is not a name chain), kwNames, elts
+	pyUnary                // op, elts[0]
+	pyBinary               // op, elts[0], elts[1]
 )
 
 type pyNode struct {
