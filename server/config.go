@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -75,6 +76,9 @@ type Config struct {
 	// MockLayouts are the vLLM wire layouts the built-in mock engines speak, rank
 	// i taking MockLayouts[i % len]; empty = the native (newest) layout.
 	MockLayouts []*wire.Layout
+	// mockTweak, when set (tests), adjusts a built-in mock engine's config
+	// before each start of its rank: gen counts the restarts (0 = the first).
+	mockTweak func(gen int, c *mockengine.Config)
 	// Layouts places each engine on a vLLM wire layout (operator layout files, a
 	// forced layout); nil = the built-in layouts.
 	Layouts *wire.LayoutSet
@@ -99,11 +103,16 @@ type Config struct {
 	MaxBodyBytes int64
 	// HTTPHeaderTimeout bounds reading a request's headers, HTTPBodyTimeout its
 	// body, HTTPIdleTimeout a keep-alive connection's wait for its next request.
-	// There is no write timeout: a stream lasts as long as its request.
+	// A stream lasts as long as its request; HTTPWriteTimeout bounds each write
+	// instead (a client that stops reading), not the whole answer.
 	HTTPHeaderTimeout, HTTPBodyTimeout, HTTPIdleTimeout time.Duration
 	// MaxConnections caps open HTTP connections; at the cap the oldest one not in
 	// a request is closed for a new one, and when all are in requests the new one
 	// gets a 503. It is lowered to fit the process's file limit. 0 = no cap.
+	// HTTPWriteTimeout: a write to an HTTP client (an SSE event, an answer, in
+	// pieces of writePiece bytes) the client does not take within it fails, and the
+	// connection is closed with everything its request held. 0 = no bound.
+	HTTPWriteTimeout time.Duration
 	MaxConnections int
 	// MaxConcurrentRequests caps completions requests served at once; more get a
 	// 503 with Retry-After. 0 = no cap.
@@ -214,6 +223,7 @@ func DefaultConfig() Config {
 		MaxConnections:        8192,
 		MaxConcurrentRequests: 4096,
 		LBPolicy:              dispatcher.PolicyLeastLoaded,
+		HTTPWriteTimeout:      30 * time.Second,
 		KV:                    DefaultKVConfig(),
 		MaxLogprobs:           DefaultMaxLogprobs,
 		ShutdownTimeout:       30 * time.Second,
@@ -333,7 +343,8 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"http-header-timeout", c.HTTPHeaderTimeout}, {"http-body-timeout", c.HTTPBodyTimeout}, {"http-idle-timeout", c.HTTPIdleTimeout}} {
+	}{{"http-header-timeout", c.HTTPHeaderTimeout}, {"http-body-timeout", c.HTTPBodyTimeout}, {"http-idle-timeout", c.HTTPIdleTimeout},
+		{"http-write-timeout", c.HTTPWriteTimeout}} {
 		if d.v < 0 {
 			return bad(d.flag, "must not be negative")
 		}

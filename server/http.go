@@ -45,8 +45,8 @@ type API struct {
 	// shutdownReason is non-nil once shutdown began: the reason requests are cut short.
 	shutdownReason func() error
 	bodyTimeout    time.Duration
-	slots          chan struct{} // one per completions request being served; nil = no cap
-	auth           *apiKeys      // nil = no key required
+	slots          *slots   // choices being served (httpguards.go); nil = no cap
+	auth           *apiKeys // nil = no key required
 	contextLen     func(rank int) int64
 	admin          *adminGuard // who may drain and undrain (admin.go)
 	logRequests    bool
@@ -70,9 +70,10 @@ type APIConfig struct {
 	// BodyTimeout bounds reading one request body (a chunked body that trickles
 	// for ever included); 0 = no bound. A body not read in time is a 408.
 	BodyTimeout time.Duration
-	// MaxConcurrentRequests caps the completions requests served at once (each
-	// holds its body, its prompts and its streams); beyond it a request is answered
-	// 503 with Retry-After at once. 0 = no cap.
+	// MaxConcurrentRequests caps the choices (engine requests) of the completions
+	// requests served at once: a request weighs n times its prompts (each choice
+	// holds a stream); beyond it a request is answered 503 with Retry-After at
+	// once, and one that weighs more than the cap is a 400. 0 = no cap.
 	MaxConcurrentRequests int
 	// APIKeys, when non-empty, are the keys a request to /v1/* must present as
 	// "Authorization: Bearer KEY" (vLLM's --api-key); /health and /metrics stay open.
@@ -117,7 +118,7 @@ func NewAPI(cfg APIConfig) *API {
 	}
 	a.bodyTimeout = cfg.BodyTimeout
 	if cfg.MaxConcurrentRequests > 0 {
-		a.slots = make(chan struct{}, cfg.MaxConcurrentRequests)
+		a.slots = newSlots(cfg.MaxConcurrentRequests)
 	}
 	if len(cfg.APIKeys) > 0 {
 		a.auth = newAPIKeys(cfg.APIKeys)
@@ -147,7 +148,7 @@ func NewAPI(cfg APIConfig) *API {
 	if a.shutdownReason == nil {
 		a.shutdownReason = func() error { return nil }
 	}
-	a.metrics = newHTTPMetrics(cfg.Registerer)
+	a.metrics = newHTTPMetrics(cfg.Registerer, a.slots)
 	return a
 }
 
@@ -435,6 +436,12 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			span.end(tokens, finish, status, err)
 		}()
 	}
+	// The request holds one slot since admission; its other choices take theirs.
+	more, ok := a.admitChoices(w, httpClientKey(r), len(prompts)*int(req.Choices()), 1)
+	if !ok {
+		return
+	}
+	defer more()
 	ereqs, err := req.EngineRequests(prompts, t)
 	if err != nil {
 		writeError(w, err.(*APIError))

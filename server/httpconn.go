@@ -9,14 +9,25 @@ package server
 // cap the oldest connection that is not in a request (never sent one, or idle
 // between keep-alive requests) is closed to make room; only when every connection
 // is in a request is the new one answered 503 with Retry-After and closed.
+//
+// Every write has a deadline (--http-write-timeout). A streaming client that
+// stopped reading (a tiny receive window, never drained) otherwise held its
+// handler blocked in Write for ever, and with it its request slot and buffers,
+// long after the dispatcher had aborted its requests as a slow consumer. A write
+// the client does not take in time fails; net/http then cancels the request's
+// context (the engine requests are aborted), the handler returns (its slot is
+// freed), and the connection is closed with a reset, dropping what the kernel
+// still held for it.
 
 import (
 	"bytes"
 	"container/list"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,13 +41,20 @@ import (
 type connLimiter struct {
 	net.Listener
 	max int
+	// writeTimeout bounds each piece of a write (writePiece bytes); 0 = none.
+	writeTimeout time.Duration
 
 	mu      sync.Mutex
 	open    int
 	idle    *list.List // of *trackedConn, oldest first: New or Idle, not in a request
 	evicted atomic.Int64
 	refused atomic.Int64
+	stalled atomic.Int64 // writes failed at writeTimeout
 }
+
+// writePiece is how much of a write must be taken within the write timeout: a
+// large answer to a slow but reading client is not cut, one that reads nothing is.
+const writePiece = 64 << 10
 
 func newConnLimiter(ln net.Listener, max int) *connLimiter {
 	return &connLimiter{Listener: ln, max: max, idle: list.New()}
@@ -93,6 +111,10 @@ func (l *connLimiter) register(reg prometheus.Registerer) error {
 			Name: "switchyard_http_connections_refused_total",
 			Help: "New connections answered 503 at the --max-connections cap because every open one was in a request.",
 		}, func() float64 { return float64(l.refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_http_write_timeouts_total",
+			Help: "HTTP connections closed because the client did not take a write within --http-write-timeout (it stopped reading).",
+		}, func() float64 { return float64(l.stalled.Load()) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -153,21 +175,55 @@ type trackedConn struct {
 	// Guarded by l.mu.
 	elem   *list.Element
 	closed bool
+	// stalled is set once a write timed out: later writes fail at once, and
+	// Close resets the connection.
+	stalled atomic.Bool
 }
 
 func (c *trackedConn) Close() error {
 	c.l.closed(c)
+	if tcp, ok := c.Conn.(*net.TCPConn); ok && c.stalled.Load() {
+		// The client reads nothing: discard the unsent data instead of the kernel
+		// keeping it (and retrying) after the close.
+		_ = tcp.SetLinger(0)
+	}
 	return c.Conn.Close()
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
 	if j := rewriteStdlibError(b); j != nil {
-		if _, err := c.Conn.Write(j); err != nil {
+		if _, err := c.write(j); err != nil {
 			return 0, err
 		}
 		return len(b), nil
 	}
-	return c.Conn.Write(b)
+	return c.write(b)
+}
+
+// write writes b in pieces, each with the write timeout as its deadline.
+// (net/http only sets a write deadline with Server.WriteTimeout, which bounds a
+// whole answer, a stream's too, and clears it after each request.)
+func (c *trackedConn) write(b []byte) (int, error) {
+	d := c.l.writeTimeout
+	if d <= 0 {
+		return c.Conn.Write(b)
+	}
+	if c.stalled.Load() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	n := 0
+	for n < len(b) {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+		m, err := c.Conn.Write(b[n:min(len(b), n+writePiece)])
+		n += m
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !c.stalled.Swap(true) {
+				c.l.stalled.Add(1)
+			}
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // stdlibErrorHeaders is what net/http writes after the status line of the answers

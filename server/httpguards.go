@@ -1,10 +1,10 @@
 package server
 
 // The checks a completions request passes before anything is sent: admission
-// (shutdown, --max-concurrent-requests) and the context length.
+// (shutdown, --max-concurrent-requests, weighted by choices in slots.go) and
+// the context length.
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/switchyard-llm/switchyard/wire"
@@ -21,18 +21,7 @@ func (a *API) admit(w http.ResponseWriter) (release func(), ok bool) {
 			Message: "switchyard is shutting down and accepts no new requests"})
 		return nil, false
 	}
-	if a.slots != nil {
-		select {
-		case a.slots <- struct{}{}:
-			return func() { <-a.slots }, true
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
-				Message: fmt.Sprintf("too many concurrent requests (--max-concurrent-requests %d); retry later", cap(a.slots))})
-			return nil, false
-		}
-	}
-	return func() {}, true
+	return a.admitChoices(w, 0, 1, 0)
 }
 
 // checkContext refuses a max_tokens the client set that does not fit the engine's

@@ -17,7 +17,7 @@ type httpMetrics struct {
 	inFlight prometheus.Gauge
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+func newHTTPMetrics(reg prometheus.Registerer, sl *slots) *httpMetrics {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_http_requests_total",
@@ -35,6 +35,12 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.inFlight)
+	}
+	if reg != nil && sl != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_http_request_slots_in_use",
+			Help: "Choices (engine requests) of the completions requests being served; --max-concurrent-requests caps them.",
+		}, func() float64 { return float64(sl.inUse()) }))
 	}
 	return m
 }

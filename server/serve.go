@@ -26,7 +26,6 @@ import (
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/kvroute"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -322,6 +321,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	maxConns := fitConnections(cfg.MaxConnections, clientConns, s.log)
 	limiter := newConnLimiter(ln, maxConns)
+	limiter.writeTimeout = cfg.HTTPWriteTimeout
 	s.httpLn = limiter
 	if err = limiter.register(reg); err != nil {
 		return nil, fmt.Errorf("http: %w", err)
@@ -329,7 +329,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	s.http = &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
-		IdleTimeout:       cfg.HTTPIdleTimeout, // no WriteTimeout: a stream lasts as long as its request
+		IdleTimeout:       cfg.HTTPIdleTimeout, // no WriteTimeout: a stream lasts as long as its request (the limiter bounds each write)
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         limiter.ConnState,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
@@ -354,42 +354,6 @@ func eosAttr(ids []int64) any {
 		return "none (requests are sent with ignore_eos)"
 	}
 	return ids
-}
-
-// startMocks runs the embedded default: ranks mock engine cores in this process,
-// handshaking over loopback and talking over ipc like co-located vLLM engines.
-func (s *Server) startMocks(ctx context.Context, ranks int) error {
-	mctx, cancel := context.WithCancel(context.Background())
-	s.stopMocks = cancel
-	for rank := range ranks {
-		mcfg := mockengine.DefaultConfig()
-		mcfg.HandshakeAddress = s.fe.HandshakeAddress()
-		mcfg.Rank = rank
-		mcfg.DataParallelSize = ranks
-		mcfg.StepInterval = s.cfg.MockStep
-		mcfg.TokensPerStep = s.cfg.MockTokensPerStep
-		mcfg.Words, mcfg.Capitals, mcfg.Period = s.cfg.MockWords, s.cfg.MockCapitals, s.cfg.MockPeriod
-		mcfg.Role = s.decodeRole()
-		if n := len(s.cfg.MockLayouts); n > 0 {
-			mcfg.Layout = s.cfg.MockLayouts[rank%n]
-		}
-		s.mockKV(&mcfg)
-		s.mocks.Add(1)
-		go func() {
-			defer s.mocks.Done()
-			if err := mockengine.Run(mctx, mcfg); err != nil && mctx.Err() == nil {
-				s.log.Error("built-in mock engine stopped", "rank", rank, "err", err)
-			}
-		}()
-	}
-	s.log.Info("no --handshake-address: started built-in mock engines (the embedded default; point real engines at --handshake-address instead)",
-		"mock_engines", ranks, "step", s.cfg.MockStep, "tokens_per_step", s.cfg.MockTokensPerStep)
-	rctx, rcancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	defer rcancel()
-	if err := s.fe.WaitReady(rctx, ranks); err != nil {
-		return fmt.Errorf("built-in mock engines did not become ready: %w", err)
-	}
-	return nil
 }
 
 func (s *Server) startBootstrap() error {

@@ -89,6 +89,10 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "http-idle-timeout", Category: "limits", Value: def.HTTPIdleTimeout,
 				Usage:   "how long a keep-alive connection may wait for its next request; 0 = none",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_IDLE_TIMEOUT")},
+			&cli.DurationFlag{Name: "http-write-timeout", Category: "limits", Value: def.HTTPWriteTimeout,
+				Usage: "a write to an HTTP client (an SSE event, an answer) it does not take within this fails: the connection closes " +
+					"and its request is aborted, freeing its slot; per write, not the whole answer; 0 = none",
+				Sources: cli.EnvVars("SWITCHYARD_HTTP_WRITE_TIMEOUT")},
 			&cli.IntFlag{Name: "max-connections", Category: "limits", Value: def.MaxConnections,
 				Usage: "open HTTP connections; at the cap the oldest one not in a request is closed for a new one, and when all are in requests " +
 					"the new one gets a 503; lowered to fit the open-file limit; 0 = no cap",
@@ -294,6 +298,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.MaxConcurrentRequests = cmd.Int("max-concurrent-requests")
 	cfg.ClientMaxFrameBytes = cmd.Int("client-max-frame-bytes")
 	cfg.ClientMaxMessageBytes = cmd.Int("client-max-message-bytes")
+	cfg.HTTPWriteTimeout = cmd.Duration("http-write-timeout")
 	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
 	cfg.APIKeys = cmd.StringSlice("api-key")
 	cfg.AdminToken = cmd.String("admin-token")
