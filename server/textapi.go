@@ -39,6 +39,11 @@ func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
 		}
 		return p, nil
 	}
+	for _, s := range req.textPrompts {
+		if e := a.checkTextLen("prompt", len(s)); e != nil {
+			return nil, e
+		}
+	}
 	add := req.AddSpecialTokens == nil || *req.AddSpecialTokens
 	prompts := make([][]int64, len(req.textPrompts))
 	for i, s := range req.textPrompts {
@@ -162,6 +167,9 @@ func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) 
 		if rendered, err = continueFinal(rendered, in.Messages); err != nil {
 			return nil, err.(*APIError)
 		}
+	}
+	if e := a.checkTextLen("messages", len(rendered)); e != nil {
+		return nil, e
 	}
 	return a.text.Tokenizer.Encode(rendered, addSpecial != nil && *addSpecial), nil
 }
@@ -367,6 +375,12 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNeedsTokenizer("prompt"))
 		return
 	}
+	// Tokenizing is generation's costly part: it takes a slot as generation does.
+	release, ok := a.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
 	var req tokenizeRequest
 	if e := a.decodeSmall(w, r, &req); e != nil {
 		writeError(w, e)
@@ -387,6 +401,10 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case req.Prompt != nil:
+		if e := a.checkTextLen("prompt", len(*req.Prompt)); e != nil {
+			writeError(w, e)
+			return
+		}
 		ids = a.text.Tokenizer.Encode(*req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	default:
 		writeError(w, badRequest("prompt", "prompt or messages is required"))
@@ -409,6 +427,11 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNeedsTokenizer("tokens"))
 		return
 	}
+	release, ok := a.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
 	var req detokenizeRequest
 	if e := a.decodeSmall(w, r, &req); e != nil {
 		writeError(w, e)

@@ -34,6 +34,7 @@ func (h *hfTokenizer) AddedToken(id int64) (string, bool) {
 	return a.Content, ok
 }
 func (h *hfTokenizer) HasAddedTokens() bool { return len(h.added) > 0 }
+func (h *hfTokenizer) MaxTokenBytes() int   { return h.t.MaxTokenBytes() }
 func (h *hfTokenizer) IDToToken(id int64) string {
 	s, _ := h.t.IDToToken(id)
 	return s

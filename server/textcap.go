@@ -1,0 +1,38 @@
+package server
+
+// The bound on text before it is tokenized. Encoding is the costly part of a text
+// request (a 16 MiB prompt took tens of seconds of CPU before its 400 for
+// max_model_len), and a text's byte length alone can prove it too long: no token
+// stands for more than a tokenizer's longest token, so B bytes are at least
+// ceil(B / longest) tokens.
+
+// tokenBounder is a tokenizer that knows the most bytes of text one token can
+// stand for (tokenizer.Tokenizer.MaxTokenBytes); 0 = it has no such bound.
+type tokenBounder interface{ MaxTokenBytes() int }
+
+// textBound returns the context a text must fit (max_model_len: the largest
+// ready engine's, else config.json's, else MaxPromptTokens) and the most bytes
+// one token stands for; perToken 0 = no bound.
+func (a *API) textBound() (maxLen, perToken int64) {
+	b, ok := a.text.Tokenizer.(tokenBounder)
+	if !ok || b.MaxTokenBytes() <= 0 {
+		return 0, 0
+	}
+	maxLen = a.maxModelLen()
+	if maxLen <= 0 {
+		maxLen = MaxPromptTokens
+	}
+	return maxLen, int64(b.MaxTokenBytes())
+}
+
+// checkTextLen refuses, without tokenizing it, a text of n bytes that encodes to
+// more tokens than max_model_len: the 400 of a prompt longer than the context.
+func (a *API) checkTextLen(param string, n int) *APIError {
+	maxLen, perToken := a.textBound()
+	if perToken <= 0 || int64(n) <= maxLen*perToken {
+		return nil
+	}
+	least := (int64(n) + perToken - 1) / perToken
+	return badRequest(param, "The decoder prompt (%d bytes of text, so at least %d tokens) is longer than the maximum model length of %d.",
+		n, least, maxLen)
+}
