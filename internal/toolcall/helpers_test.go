@@ -102,25 +102,17 @@ type streamRun struct {
 	toolsCalled bool
 }
 
-// runStream feeds chunks, applies Finish to the last Feed's result and
-// checks the shape every delta must have.
+// runStream feeds chunks, then the usual final engine output: the
+// end-of-sequence token, which detokenizes to no text. Finish gets what
+// that last Feed returned. Every delta's shape is checked.
 func runStream(t *testing.T, p Parser, tools []Tool, chunks [][2]any) streamRun {
 	t.Helper()
 	st := p.NewStream(tools, seqIDs())
 	var r streamRun
-	var last *Delta
-	for i, c := range chunks {
-		d := st.Feed(c[0].(string), c[1].(int))
-		if i == len(chunks)-1 {
-			last = d
-			break
-		}
-		r.add(t, d)
+	for _, c := range chunks {
+		r.add(t, st.Feed(c[0].(string), c[1].(int)))
 	}
-	if len(chunks) == 0 {
-		last = nil
-	}
-	final, called := st.Finish(last)
+	final, called := st.Finish(st.Feed("", 1))
 	r.add(t, final)
 	r.toolsCalled = called
 	return r

@@ -126,6 +126,7 @@ func TestQwen3CoderMultiParamChunk(t *testing.T) {
 		{Calls: []CallDelta{{Index: 0, Args: "{", HasArgs: true}}},
 		{Calls: []CallDelta{{Index: 0, Args: `"city": "Dallas", "state": "TX", "unit": "fahrenheit"`, HasArgs: true}}},
 		{Calls: []CallDelta{{Index: 0, Args: "}", HasArgs: true}}},
+		{Content: sp("")}, // the end-of-sequence output
 	}
 	if !reflect.DeepEqual(r.deltas, want) {
 		for _, d := range r.deltas {
