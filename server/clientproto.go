@@ -70,6 +70,9 @@ type ClientConfig struct {
 	// AllowUtilityMethods extends DefaultUtilityMethods: the UTILITY methods
 	// clients may call. Any other method is refused and nothing is sent.
 	AllowUtilityMethods []string
+	// Token, when set, is the client token (--client-token): a connection is
+	// served only after it presented it in an AUTH message (clientproto_auth.go).
+	Token string
 	// ShutdownReason, when non-nil, names why requests are cut short at shutdown.
 	ShutdownReason func() error
 	// LogRequests logs one line per request when it ends (accesslog.go), as the
@@ -98,7 +101,9 @@ type ClientServer struct {
 	clients map[string]*client // by ROUTER identity
 	dirty   map[int][]*client  // rank -> clients with an open batch of that rank
 	closed  bool
-	keys    uint64 // last client key handed out
+	keys    uint64                // last client key handed out
+	auth    map[string]*authState // by ROUTER identity, with a Token: until the connection closes
+	authLog authLog
 
 	stop    chan struct{}
 	started chan struct{}   // closed once sock is set: handlers wait for it
@@ -191,6 +196,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		cfg: cfg, d: d, log: cfg.Logger, tracer: tracerOf(cfg.TracerProvider),
 		clients:     make(map[string]*client),
 		dirty:       make(map[int][]*client),
+		auth:        make(map[string]*authState),
 		stop:        make(chan struct{}),
 		started:     make(chan struct{}),
 		utilSem:     make(chan struct{}, 64),
@@ -260,6 +266,7 @@ func (s *ClientServer) onMessage(frames [][]byte, err error) {
 		var left *transport.PeerLeftError
 		if errors.As(err, &left) {
 			s.clientGone(left.Identity, "connection closed")
+			s.forgetAuth(left.Identity)
 			return
 		}
 		s.log.Warn("client protocol: receive failed", "err", err)
@@ -272,6 +279,9 @@ func (s *ClientServer) onMessage(frames [][]byte, err error) {
 func (s *ClientServer) handle(frames [][]byte) {
 	id := frames[0]
 	c := s.touch(id)
+	if !s.admit(c, frames) {
+		return
+	}
 	if len(frames) < 3 || len(frames[1]) != 1 {
 		s.sendError(c, "", ErrTypeInvalidMessage, "a message is [type (1 byte), msgpack body, aux frames...]", nil)
 		return
@@ -298,8 +308,11 @@ func (s *ClientServer) handle(frames [][]byte) {
 		s.abort(c, ids)
 	case wire.RequestUtility:
 		s.utility(c, body[0])
+	case RequestAuth:
+		// No --client-token: every client is served, and one that
+		// authenticates anyway works here as everywhere.
 	default:
-		s.sendError(c, "", ErrTypeInvalidMessage, fmt.Sprintf("unknown message type 0x%02x (want 00 ADD, 01 ABORT or 03 UTILITY)", frames[1][0]), nil)
+		s.sendError(c, "", ErrTypeInvalidMessage, fmt.Sprintf("unknown message type 0x%02x (want 00 ADD, 01 ABORT, 03 UTILITY or 10 AUTH)", frames[1][0]), nil)
 	}
 }
 

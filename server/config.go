@@ -98,6 +98,9 @@ type Config struct {
 	// ClientMaxConnections caps msgpack client connections (a handshaking one
 	// counts); more are closed as they are accepted. 0 = no cap.
 	ClientMaxConnections int
+	// ClientToken, when set, is the token a msgpack client presents (an AUTH
+	// message) before it is served: see ClientConfig.Token.
+	ClientToken string
 
 	// MaxBodyBytes caps an HTTP request body (--max-body-bytes).
 	MaxBodyBytes int64
@@ -348,6 +351,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return bad(d.flag, "must not be negative")
 		}
+	}
+	if err := c.checkClientToken(); err != nil {
+		return err
 	}
 	if c.ClientMaxConnections < 0 {
 		return bad("client-max-connections", "must not be negative (0 = no cap)")

@@ -289,8 +289,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
 			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
-			MaxConnections: cfg.ClientMaxConnections,
-			LogRequests:    !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+			MaxConnections: cfg.ClientMaxConnections, Token: cfg.ClientToken,
+			LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
 			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {

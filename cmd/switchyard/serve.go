@@ -113,6 +113,10 @@ func serveCommand() *cli.Command {
 				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
 					"/health and /metrics stay open",
 				Sources: cli.EnvVars("SWITCHYARD_API_KEY", "VLLM_API_KEY")},
+			&cli.StringFlag{Name: "client-token", Category: "clients",
+				Usage: "token a msgpack client must present on each connection ([AUTH 0x10, msgpack token]) before any request is served; " +
+					"required with --api-key when --client-address is not loopback",
+				Sources: cli.EnvVars("SWITCHYARD_CLIENT_TOKEN")},
 			&cli.StringFlag{Name: "admin-token", Category: "clients",
 				Usage:   "bearer token required by the admin endpoints POST /v1/engines/{rank}/drain and .../undrain (--api-key does not apply to them)",
 				Sources: cli.EnvVars("SWITCHYARD_ADMIN_TOKEN")},
@@ -301,6 +305,7 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 	cfg.HTTPWriteTimeout = cmd.Duration("http-write-timeout")
 	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
 	cfg.APIKeys = cmd.StringSlice("api-key")
+	cfg.ClientToken = cmd.String("client-token")
 	cfg.AdminToken = cmd.String("admin-token")
 	cfg.AdminNetworks = cmd.StringSlice("admin-allow")
 	cfg.DisableLogRequests = cmd.Bool("disable-log-requests")

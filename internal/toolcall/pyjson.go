@@ -520,11 +520,6 @@ func pyFloatRepr(f float64) string {
 	return out
 }
 
-// dumpsString is json.dumps of a str.
-func dumpsString(s string) string {
-	return pyDumps(jval{kind: jString, text: s}, false)
-}
-
 var (
 	nan    = math.NaN()
 	posInf = math.Inf(1)

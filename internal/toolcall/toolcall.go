@@ -115,8 +115,6 @@ func orNewID(f func() string) func() string {
 	return f
 }
 
-func strPtr(s string) *string { return &s }
-
 // contentOrNil is vLLM's `content if content else None`.
 func contentOrNil(s string) *string {
 	if s == "" {
