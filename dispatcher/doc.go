@@ -11,6 +11,12 @@
 // output routing) takes no global lock: the request table is a lock-free map, engine
 // load is kept in atomics, and each request has its own small lock.
 //
+// The package example wires a toy engine in as the Sender and shows [New],
+// [Dispatcher.EngineUp], [Dispatcher.Submit], [Stream.Recv] until io.EOF and
+// [Dispatcher.Close]. Send runs under the submitted request's lock, so a Sender
+// must not call back into the Dispatcher (HandleOutputs) from Send: it hands the
+// frame on, and engine events come in from another goroutine.
+//
 // See README.md for the policies and their scores, the errors and their messages, the
 // stream semantics, the slow-consumer policy and the utility semantics.
 package dispatcher

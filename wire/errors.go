@@ -1,6 +1,9 @@
 package wire
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Encode-side errors. The encoders refuse what an engine would fail to decode,
 // because a body that fails msgspec's typed decode kills the engine's input thread.
@@ -32,3 +35,19 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return "wire: invalid " + e.Field + ": " + e.Msg }
+
+// DecodeError says what failed where: "wire: EngineCoreOutput.new_token_ids: expected
+// array, got str". Every decoder returns one on bad input; none panics.
+type DecodeError struct {
+	Type   string // e.g. "EngineCoreOutput"
+	Field  string // e.g. "new_token_ids"; empty for the whole value
+	Offset int    // byte offset into the frame
+	Msg    string // e.g. "expected array, got str"
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("wire: %s: %s", e.Type, e.Msg)
+	}
+	return fmt.Sprintf("wire: %s.%s: %s", e.Type, e.Field, e.Msg)
+}

@@ -1,23 +1,3 @@
-// Package wire holds the types and msgpack codecs of vLLM's engine-core protocol
-// (see ../shared/spec/engine-protocol.md) and of switchyard's client protocol.
-// It does no IO: callers hand it frames and buffers.
-//
-// Encoders append into caller buffers (AppendAdd(dst, req) []byte) and are hand-written
-// over msgpack primitives because they sit on the hot path; decoders follow msgspec's
-// rules for array-like structs: a shorter array gets defaults for missing trailing
-// fields (a missing required field is an error), a longer array has its extra trailing
-// elements ignored, and maps may carry unknown keys.
-//
-// The KV-event codec (kvevent*.go) reads and writes what an engine's
-// ZmqEventPublisher sends for cache-aware routing (../shared/spec/kv-routing.md):
-// frames [topic, seq, payload] and the replay ROUTER's answers, and the payload, a
-// KVEventBatch of BlockStored, BlockRemoved and AllBlocksCleared. One KVBatchDecoder
-// reads every release's encoding (the arrays of v0.11 to v0.21 and the maps of the
-// newest, in any mix), counts and steps over an event it cannot use instead of
-// failing the batch, and decodes a steady stream without allocating;
-// AppendKVEventBatch writes the bytes a chosen release's msgspec writes, for the mock
-// engine. Block hashes are kept only to apply removals (bytes hashes folded to 64
-// bits); the index keys blocks by their tokens.
 package wire
 
 // Request type bytes: the first frame an engine's input DEALER receives after the
