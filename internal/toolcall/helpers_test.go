@@ -96,6 +96,7 @@ type streamedCall struct {
 }
 
 type streamRun struct {
+	lax         bool // skip the shape checks
 	content     string
 	calls       []*streamedCall
 	deltas      []*Delta
@@ -132,6 +133,14 @@ func (r *streamRun) add(t *testing.T, d *Delta) {
 			r.calls = append(r.calls, nil)
 		}
 		sc := r.calls[c.Index]
+		if r.lax {
+			if sc == nil {
+				sc = &streamedCall{}
+				r.calls[c.Index] = sc
+			}
+			sc.args += c.Args
+			continue
+		}
 		if sc == nil {
 			if c.ID == "" || c.Type != "function" || c.Name == "" {
 				t.Errorf("first delta of call %d lacks id/type/name: %+v", c.Index, c)

@@ -29,6 +29,9 @@ type Result struct {
 	Calls  []Call
 	// Content is the text outside the calls; nil where vLLM returns None.
 	Content *string
+	// Reasoning is set by the openai (harmony) parser only: the analysis
+	// channel, as vLLM's parse_chat_output joins it.
+	Reasoning *string
 }
 
 // CallDelta is one entry of a streamed delta's tool_calls. Empty strings
@@ -47,7 +50,9 @@ type CallDelta struct {
 // Content is nil when the delta carries no content field.
 type Delta struct {
 	Content *string
-	Calls   []CallDelta
+	// Reasoning is set by the openai (harmony) parser only.
+	Reasoning *string
+	Calls     []CallDelta
 }
 
 // Parser parses one model family's tool-call syntax. A Parser is stateless
