@@ -94,3 +94,7 @@ func (s *qwen3Stream) split(delta string) *Delta {
 	}
 	return &Delta{Reasoning: &delta}
 }
+
+func (s *qwen3Stream) FeedSplit(delta string) (*string, *string, bool, bool) {
+	return feedSplit(s.Feed(delta))
+}

@@ -38,6 +38,16 @@ type Stream interface {
 	// delta's tokens: the moment the serving layer hands the rest of the
 	// output to the tool parser.
 	Feed(delta string) (d *Delta, ends bool)
+	// FeedSplit is Feed with the delta's parts spread out (ok false for
+	// nil), the shape toolcall.ChatStream takes.
+	FeedSplit(delta string) (reasoning, content *string, ok, ends bool)
+}
+
+func feedSplit(d *Delta, ends bool) (reasoning, content *string, ok, e bool) {
+	if d == nil {
+		return nil, nil, false, ends
+	}
+	return d.Reasoning, d.Content, true, ends
 }
 
 // Factory makes a Parser for one request.

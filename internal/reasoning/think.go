@@ -137,3 +137,11 @@ func newDeepSeekV3Thinking(o Options) Parser {
 	}
 	return newDeepSeekV3(o)
 }
+
+func (s *thinkStream) FeedSplit(delta string) (*string, *string, bool, bool) {
+	return feedSplit(s.Feed(delta))
+}
+
+func (s identityStream) FeedSplit(delta string) (*string, *string, bool, bool) {
+	return feedSplit(s.Feed(delta))
+}
