@@ -52,9 +52,30 @@ sets skip_special_tokens=false for this reason): markers such as
 is one token arrives whole in one delta, which is what the token-id checks
 of vLLM's parsers rely on.
 
-Where reasoning is parsed too, vLLM hands the tool parser only what follows
-the end of reasoning: feed the content part of the delta that ends the
-reasoning, then every later delta.
+The final engine output is usually the end-of-sequence token, whose text is
+empty: feed it like any other (Feed("", 1)) and pass the result to Finish.
+
+# Reasoning and tools together
+
+Where a reasoning parser runs too, vLLM hands the tool parser only what
+follows the end of reasoning, and in the delta that ends it the tool
+parser's result replaces the reasoning part. ChatStream does exactly that:
+
+	rs := rp.NewStream() // package reasoning
+	cs := toolcall.NewChatStream(rs, rp.PromptEndsReasoning(prompt), p.NewStream(tools, nil))
+	d := cs.Feed(text, tokens) // Delta with Reasoning, Content and Calls
+	final, called := cs.Finish(last)
+
+For complete answers vLLM splits reasoning first and parses tools from the
+content (an absent content parses as "").
+
+# gpt-oss
+
+The "openai" parser reads the harmony format and also fills Reasoning (the
+analysis channel) in Result and Delta: for gpt-oss models vLLM always
+splits this way, so use it even when no --tool-call-parser was given
+(and ignore its calls then, unless vLLM's streaming would send them: its
+harmony streaming sends calls whatever the parser).
 
 # Ids
 
@@ -62,8 +83,12 @@ newID makes call ids; toolcall.NewID gives vLLM's "chatcmpl-tool-" and
 16 hex digits. Tests pass a counter. qwen3_coder's streaming ids come from
 its own "call_" scheme in vLLM; newID is used there too.
 
-A Stream is not safe for concurrent use. Its work per delta is bounded by
-the text of the current call, not of the whole answer, where the parser
-allows it.
+# Work per delta
+
+Like vLLM, most parsers re-read the text of the current call on every
+delta, so a call of n characters costs O(n^2) over its stream; hermes and
+llama3_json skip calls that are complete.
+
+A Stream is not safe for concurrent use.
 */
 package toolcall
