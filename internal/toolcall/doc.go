@@ -72,10 +72,10 @@ content (an absent content parses as "").
 # gpt-oss
 
 The "openai" parser reads the harmony format and also fills Reasoning (the
-analysis channel) in Result and Delta: for gpt-oss models vLLM always
-splits this way, so use it even when no --tool-call-parser was given
-(and ignore its calls then, unless vLLM's streaming would send them: its
-harmony streaming sends calls whatever the parser).
+analysis channel) in Result and Delta. vLLM treats gpt-oss models this way
+whatever the flags: streaming always goes through the harmony step (the
+openai Stream, calls included), and a complete answer without
+--tool-call-parser is split by HarmonySplit.
 
 # Ids
 

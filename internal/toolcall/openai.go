@@ -176,3 +176,24 @@ func (s *openAIStream) Feed(text string, _ int) *Delta {
 // parser keeps no prev_tool_call_arr); finish_reason is "tool_calls" once
 // a call was streamed.
 func (s *openAIStream) Finish(last *Delta) (*Delta, bool) { return last, s.streamed }
+
+// HarmonySplit is vLLM's parse_chat_output for gpt-oss without a tool
+// parser: reasoning is the analysis channel, content the final channel and
+// the preambles (commentary without a recipient), each joined by newlines
+// with the unfinished message last; nil when empty. Calls are left out.
+func HarmonySplit(text string) (reasoning, content *string) {
+	var h harmony
+	h.process(text)
+	h.flushPending()
+	var final []string
+	for _, m := range h.messages {
+		if m.channel == "final" || (m.channel == "commentary" && m.recipient == "") {
+			final = append(final, m.content)
+		}
+	}
+	ch, rc, c := h.currentContent()
+	if c != "" && ch != "analysis" && (ch == "final" || (ch == "commentary" && rc == "")) {
+		final = append(final, c)
+	}
+	return harmonyReasoning(&h), contentOrNil(strings.Join(final, "\n"))
+}

@@ -129,3 +129,18 @@ func TestOpenAIStreamDeltas(t *testing.T) {
 		}
 	}
 }
+
+func TestHarmonySplit(t *testing.T) {
+	tests := []struct{ in, wR, wC string }{
+		{"<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b<|return|>", "a", "b"},
+		{"<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b", "a\nb", "<nil>"},
+		{"<|channel|>commentary<|message|>pre<|end|><|start|>assistant<|channel|>commentary to=functions.f<|message|>{}<|call|>", "<nil>", "pre"},
+		{"<|channel|>final<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>y", "<nil>", "x\ny"},
+	}
+	for _, tt := range tests {
+		r, c := HarmonySplit(tt.in)
+		if deref(r) != tt.wR || deref(c) != tt.wC {
+			t.Errorf("%q: got %q %q", tt.in, deref(r), deref(c))
+		}
+	}
+}
