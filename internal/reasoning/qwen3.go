@@ -16,8 +16,10 @@ const (
 
 func init() {
 	register(func(o Options) Parser {
-		on, present := o.kwarg("enable_thinking")
-		return qwen3{thinking: on || !present}
+		// vLLM: chat_template_kwargs.get("enable_thinking", True), so an
+		// explicit null turns thinking off.
+		v, present := o.ChatTemplateKwargs["enable_thinking"]
+		return qwen3{thinking: !present || truthy(v)}
 	}, "qwen3", "mimo")
 }
 

@@ -179,6 +179,8 @@ func TestQwen3(t *testing.T) {
 		{"disabled with tool call", false, "I need to read the file.\n\n" + body, nil, sp("I need to read the file.\n\n" + body), false},
 		{"disabled still splits at end", false, "a</think>b", sp("a"), sp("b"), false},
 	})
+	null, _ := Lookup("qwen3", Options{ChatTemplateKwargs: map[string]any{"enable_thinking": nil}})
+	runCases(t, null, []splitCase{{"null disables", false, "x", nil, sp("x"), false}})
 }
 
 func TestPromptEndsReasoning(t *testing.T) {
