@@ -23,8 +23,8 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
-// textMaxModelLen is the mock engine's context: with qwen3's 512 bytes a token
-// at most, a text over 512 KiB is certainly too long.
+// textMaxModelLen is the mock engine's context: with qwen3's 128 bytes a token
+// at most (512 for text not in NFC), ASCII text over 128 KiB is certainly too long.
 const textMaxModelLen = 1024
 
 // procCPU is pid's user+system CPU time (/proc/PID/stat, 100 ticks a second).
@@ -154,8 +154,8 @@ func TestAttackTokenizeFlood(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Under the cap (512 KiB): a real tokenization of a long word, ~0.2 s.
-			code, b := postBody("/tokenize", tg, wordBody("prompt", i, 128<<10))
+			// Under the cap (128 KiB): a real tokenization of a long word, ~0.2 s.
+			code, b := postBody("/tokenize", tg, wordBody("prompt", i, 96<<10))
 			if code != 200 && (code != 503 || !strings.Contains(string(b), "--max-concurrent-requests")) {
 				t.Errorf("flood /tokenize: %d %.200s", code, b)
 			}

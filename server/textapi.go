@@ -40,7 +40,7 @@ func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
 		return p, nil
 	}
 	for _, s := range req.textPrompts {
-		if e := a.checkTextLen("prompt", len(s)); e != nil {
+		if e := a.checkTextLen("prompt", s); e != nil {
 			return nil, e
 		}
 	}
@@ -168,7 +168,7 @@ func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) 
 			return nil, err.(*APIError)
 		}
 	}
-	if e := a.checkTextLen("messages", len(rendered)); e != nil {
+	if e := a.checkTextLen("messages", rendered); e != nil {
 		return nil, e
 	}
 	return a.text.Tokenizer.Encode(rendered, addSpecial != nil && *addSpecial), nil
@@ -401,7 +401,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case req.Prompt != nil:
-		if e := a.checkTextLen("prompt", len(*req.Prompt)); e != nil {
+		if e := a.checkTextLen("prompt", *req.Prompt); e != nil {
 			writeError(w, e)
 			return
 		}

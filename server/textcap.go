@@ -6,29 +6,25 @@ package server
 // stands for more than a tokenizer's longest token, so B bytes are at least
 // ceil(B / longest) tokens.
 
-// tokenBounder is a tokenizer that knows the most bytes of text one token can
-// stand for (tokenizer.Tokenizer.MaxTokenBytes); 0 = it has no such bound.
-type tokenBounder interface{ MaxTokenBytes() int }
+// tokenBounder is a tokenizer that knows the most bytes of a text one token can
+// stand for (tokenizer.Tokenizer.MaxTokenBytesOf); 0 = it has no such bound.
+type tokenBounder interface{ MaxTokenBytesOf(text string) int }
 
-// textBound returns the context a text must fit (max_model_len: the largest
-// ready engine's, else config.json's, else MaxPromptTokens) and the most bytes
-// one token stands for; perToken 0 = no bound.
-func (a *API) textBound() (maxLen, perToken int64) {
+// checkTextLen refuses, without tokenizing it, a text that encodes to more tokens
+// than max_model_len (the largest ready engine's, else config.json's, else
+// MaxPromptTokens): the 400 of a prompt longer than the context.
+func (a *API) checkTextLen(param, text string) *APIError {
 	b, ok := a.text.Tokenizer.(tokenBounder)
-	if !ok || b.MaxTokenBytes() <= 0 {
-		return 0, 0
-	}
-	maxLen = a.maxModelLen()
+	maxLen := a.maxModelLen()
 	if maxLen <= 0 {
 		maxLen = MaxPromptTokens
 	}
-	return maxLen, int64(b.MaxTokenBytes())
-}
-
-// checkTextLen refuses, without tokenizing it, a text of n bytes that encodes to
-// more tokens than max_model_len: the 400 of a prompt longer than the context.
-func (a *API) checkTextLen(param string, n int) *APIError {
-	maxLen, perToken := a.textBound()
+	// The cheap test first: most texts are far below any bound.
+	if !ok || int64(len(text)) <= maxLen {
+		return nil
+	}
+	perToken := int64(b.MaxTokenBytesOf(text))
+	n := len(text)
 	if perToken <= 0 || int64(n) <= maxLen*perToken {
 		return nil
 	}

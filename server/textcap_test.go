@@ -23,7 +23,7 @@ type countingTok struct {
 	gate     chan struct{}
 }
 
-func (c *countingTok) MaxTokenBytes() int { return c.perToken }
+func (c *countingTok) MaxTokenBytesOf(string) int { return c.perToken }
 func (c *countingTok) Encode(text string, addSpecial bool) []int64 {
 	c.encodes.Add(1)
 	if c.gate != nil {

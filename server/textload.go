@@ -33,8 +33,8 @@ func (h *hfTokenizer) AddedToken(id int64) (string, bool) {
 	a, ok := h.added[id]
 	return a.Content, ok
 }
-func (h *hfTokenizer) HasAddedTokens() bool { return len(h.added) > 0 }
-func (h *hfTokenizer) MaxTokenBytes() int   { return h.t.MaxTokenBytes() }
+func (h *hfTokenizer) HasAddedTokens() bool         { return len(h.added) > 0 }
+func (h *hfTokenizer) MaxTokenBytesOf(s string) int { return h.t.MaxTokenBytesOf(s) }
 func (h *hfTokenizer) IDToToken(id int64) string {
 	s, _ := h.t.IDToToken(id)
 	return s

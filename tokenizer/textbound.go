@@ -4,6 +4,8 @@ package tokenizer
 // is certainly longer than a context without encoding it: a text of B bytes encodes
 // to at least ceil(B / MaxTokenBytes()) tokens.
 
+import "golang.org/x/text/unicode/norm"
+
 // MaxTokenBytes is the most bytes of Encode's input one token of its output can
 // stand for, or 0 when this tokenizer has no such bound: a normalizer that deletes
 // text (Strip, Replace with ""), a Split that removes what it matches, added tokens
@@ -11,6 +13,17 @@ package tokenizer
 // drops or fuses into one unk token. A text of B bytes encodes to at least
 // ceil(B / MaxTokenBytes()) tokens (the post-processor's only add to that).
 func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
+
+// MaxTokenBytesOf is MaxTokenBytes for one text, tighter when the normalizer is
+// one Unicode normalization form (Qwen's NFC) and text is already in that form:
+// then normalizing leaves every piece of it as it is, and only the longest token
+// counts. Checking the form is linear and far cheaper than encoding.
+func (t *Tokenizer) MaxTokenBytesOf(text string) int {
+	if t.boundForm != nil && t.maxTokenBytes > 0 && t.boundForm.IsNormalString(text) {
+		return t.maxTokenBytes / normShrink(&component{Type: t.boundFormName})
+	}
+	return t.maxTokenBytes
+}
 
 // tokenBound computes MaxTokenBytes at Load: the longest token in the bytes the model
 // sees (raw bytes for byte-level, normalized text otherwise), times the most a
@@ -34,8 +47,22 @@ func (t *Tokenizer) tokenBound(nc, pc *component, added []addedTokenJSON) int {
 		}
 		longest = max(longest, n)
 	}
+	if nc != nil {
+		// The form alone, or in a Sequence of just it.
+		name := nc.Type
+		if name == "Sequence" && len(nc.Normalizers) == 1 {
+			if sub, err := parseComponent(nc.Normalizers[0], "normalizer"); err == nil && sub != nil {
+				name = sub.Type
+			}
+		}
+		if f, ok := unicodeForms[name]; ok {
+			t.boundForm, t.boundFormName = &f, name
+		}
+	}
 	return longest * shrink
 }
+
+var unicodeForms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
 
 // longestToken is the most bytes of a word one model token covers, or 0 when a
 // char can vanish (no unk, no byte for it) or a run of chars can fuse into one unk.

@@ -35,6 +35,17 @@ func TestMaxTokenBytesTiny(t *testing.T) {
 			t.Errorf("%s: MaxTokenBytes = %d, want %d", c.name, got, c.want)
 		}
 	}
+	// Text already in the normalizer's form is not shrunk by it.
+	nfc := tiny(t, func(m map[string]any) { m["normalizer"] = map[string]any{"type": "NFC"} })
+	if got := nfc.MaxTokenBytesOf("ab é"); got != 6 {
+		t.Errorf("NFC text: MaxTokenBytesOf = %d, want 6", got)
+	}
+	if got := nfc.MaxTokenBytesOf("e\u0301"); got != 24 {
+		t.Errorf("text NFC composes: MaxTokenBytesOf = %d, want 24", got)
+	}
+	if got := tiny(t, nil).MaxTokenBytesOf("ab"); got != 6 {
+		t.Errorf("no form: MaxTokenBytesOf = %d, want 6", got)
+	}
 }
 
 // TestMaxTokenBytesBoundsRealModels holds the bound to the real tokenizers: no text
@@ -57,14 +68,15 @@ func TestMaxTokenBytesBoundsRealModels(t *testing.T) {
 	for _, name := range models {
 		tk := loadModel(t, name)
 		l := tk.MaxTokenBytes()
-		t.Logf("%s: MaxTokenBytes %d", name, l)
+		t.Logf("%s: MaxTokenBytes %d, of ASCII text %d", name, l, tk.MaxTokenBytesOf("hello"))
 		if l <= 0 {
 			t.Errorf("%s: no bound", name)
 			continue
 		}
 		for _, s := range texts {
-			if n := len(tk.Encode(s, false)); n*l < len(s) {
-				t.Errorf("%s: %d bytes encode to %d tokens, fewer than %d/%d", name, len(s), n, len(s), l)
+			lt := tk.MaxTokenBytesOf(s)
+			if n := len(tk.Encode(s, false)); n*lt < len(s) || lt > l {
+				t.Errorf("%s: %d bytes encode to %d tokens, fewer than %d/%d (MaxTokenBytes %d)", name, len(s), n, len(s), lt, l)
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer is a loaded tokenizer.json. It is immutable after Load and safe for concurrent use.
@@ -31,7 +33,9 @@ type Tokenizer struct {
 
 	dec decoderPlan
 
-	maxTokenBytes int // see MaxTokenBytes
+	maxTokenBytes int        // see MaxTokenBytes
+	boundForm     *norm.Form // the normalizer when it is one Unicode form (MaxTokenBytesOf)
+	boundFormName string
 }
 
 // maxVocab bounds token ids at Load.
