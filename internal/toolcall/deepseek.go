@@ -97,6 +97,7 @@ type dsStream struct {
 	p        *deepseek
 	newID    func() string
 	text     string
+	buf      textBuf
 	seen     bool // <｜tool▁calls▁begin｜> appeared
 	prev     []dsPrev
 	streamed []string
@@ -108,7 +109,7 @@ type dsStream struct {
 
 func (s *dsStream) Feed(delta string, tokens int) *Delta {
 	prevText := s.text
-	s.text += delta
+	s.text = s.buf.add(delta)
 	cur := s.text
 	prevStart, prevEnd := s.starts, s.ends
 	s.starts += strings.Count(delta, dsCallBegin)

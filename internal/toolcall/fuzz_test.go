@@ -72,3 +72,16 @@ func FuzzParsers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidJSON: the validator agrees with the decoder.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2.5e3, "x\u00e9", null, true, NaN, -Infinity]}`, `"\ud800"`, `[1,]`, `{"a" 1}`, "\"\x01\"", `-`, `01`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, err := pyLoads(s)
+		if got := validJSON(s); got != (err == nil) {
+			t.Fatalf("validJSON(%q) = %v, decoder err %v", s, got, err)
+		}
+	})
+}

@@ -62,6 +62,7 @@ type hermesCall struct {
 type hermesStream struct {
 	newID    func() string
 	text     string
+	buf      textBuf
 	sent     int // bytes of text sent as content
 	tagAt    int // offset of the first <tool_call>, -1 until seen
 	calls    []hermesCall
@@ -74,7 +75,7 @@ type hermesStream struct {
 
 func (s *hermesStream) Feed(delta string, _ int) *Delta {
 	from := len(s.text) - len(hermesStart) + 1
-	s.text += delta
+	s.text = s.buf.add(delta)
 	content := s.content(max(from, 0))
 	var out []CallDelta
 	pos, i := s.scanAt, s.done

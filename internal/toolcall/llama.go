@@ -66,6 +66,7 @@ type llamaObj struct {
 type llamaStream struct {
 	newID    func() string
 	text     string
+	buf      textBuf
 	prev     []jval // prev_tool_call_arr
 	current  int    // current_tool_id
 	nameSent bool
@@ -77,7 +78,7 @@ type llamaStream struct {
 }
 
 func (s *llamaStream) Feed(delta string, _ int) *Delta {
-	s.text += delta
+	s.text = s.buf.add(delta)
 	if !strings.HasPrefix(s.text, llamaBOT) && !strings.HasPrefix(s.text, "{") {
 		return contentDelta(delta)
 	}

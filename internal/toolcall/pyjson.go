@@ -104,10 +104,7 @@ func pyRawDecode(s string, i int) (jval, int, error) {
 }
 
 // isCompleteJSON is vLLM's is_complete_json.
-func isCompleteJSON(s string) bool {
-	_, err := pyLoads(s)
-	return err == nil
-}
+func isCompleteJSON(s string) bool { return validJSON(s) }
 
 func skipWS(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
@@ -156,8 +153,8 @@ func (d *jdec) value(i int) (jval, int, error) {
 }
 
 func (d *jdec) number(i int) (jval, int, error) {
-	v, end, complete := scanNumber(d.s, i)
-	if !complete || end == i {
+	v, end, _ := scanNumber(d.s, i)
+	if end == i {
 		return jval{}, i, errJSON
 	}
 	return v, end, nil

@@ -114,13 +114,14 @@ func (pythonic) NewStream(_ []Tool, newID func() string) Stream {
 type pyStream struct {
 	newID    func() string
 	text     string
+	buf      textBuf
 	current  int // current_tool_index
 	streamed []string
 	called   bool // vLLM's placeholder prev_tool_call_arr entry
 }
 
 func (s *pyStream) Feed(delta string, _ int) *Delta {
-	s.text += delta
+	s.text = s.buf.add(delta)
 	if !strings.HasPrefix(s.text, "[") {
 		return contentDelta(delta)
 	}

@@ -16,6 +16,7 @@ type qcStream struct {
 	tools []Tool
 	newID func() string
 	text  string
+	buf   textBuf
 
 	prev     []qcPrev
 	streamed []string
@@ -34,7 +35,7 @@ type qcStream struct {
 }
 
 func (s *qcStream) Feed(delta string, tokens int) *Delta {
-	s.text += delta
+	s.text = s.buf.add(delta)
 	cur := s.text
 	if delta == "" {
 		return s.emptyDelta(tokens)

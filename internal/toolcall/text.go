@@ -59,3 +59,12 @@ func afterKey(s, quotedKey string) int {
 		from += k + 1
 	}
 }
+
+// textBuf accumulates a stream's text. Appending is amortized and reading
+// the whole text does not copy it, where `s += delta` copies every time.
+type textBuf struct{ b strings.Builder }
+
+func (t *textBuf) add(delta string) string {
+	t.b.WriteString(delta)
+	return t.b.String()
+}
