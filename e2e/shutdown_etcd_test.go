@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,5 +43,30 @@ func TestShutdownDuringEtcdOutage(t *testing.T) {
 			}
 			t.Logf("etcd %s: serve exited %v after SIGTERM (bound %v)", how, time.Since(began).Round(time.Millisecond), bound)
 		})
+	}
+}
+
+// A second serve with a live frontend's --frontend-name (its own addresses,
+// as on another host) fails to start, naming the holder; the first keeps
+// serving.
+func TestScaleOutFrontendNameHeld(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	args := func() []string {
+		return []string{"--etcd-endpoints", etcd.Endpoints()[0], "--etcd-prefix", "/names/", "--frontend-name", "fe0",
+			"--handshake-address", "tcp://127.0.0.1:29999",
+			"--input-address", "tcp://" + freeLoopback(t), "--output-address", "tcp://" + freeLoopback(t)}
+	}
+	first := startServe(t, args()...)
+	second := start(t, "second serve", append([]string{"serve", "--http-address", "127.0.0.1:0", "--client-address", "tcp://127.0.0.1:0"}, args()...)...)
+	select {
+	case <-second.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second frontend named fe0 did not stop")
+	}
+	if second.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(second.log(), `frontend name "fe0" is held by a live frontend`) {
+		t.Errorf("second frontend: exit %d, log:\n%s", second.cmd.ProcessState.ExitCode(), second.log())
+	}
+	if code, _ := first.get(t, "/health"); code != 200 && code != 503 {
+		t.Errorf("the first frontend's /health: %d", code)
 	}
 }
