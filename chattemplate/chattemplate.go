@@ -5,6 +5,7 @@
 package chattemplate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -59,29 +60,39 @@ type Input struct {
 	Now func() time.Time
 	// MaxOutputBytes bounds the rendered prompt (0 = DefaultMaxOutputBytes).
 	MaxOutputBytes int
-	// MaxSteps bounds the work of one render: statements, loop iterations
-	// and bytes built by string operations (0 = DefaultMaxSteps).
+	// MaxSteps bounds the work of one render: statements, loop iterations,
+	// calls, and scans in proportion to what they read (0 = DefaultMaxSteps
+	// plus 4 per byte of input).
 	MaxSteps int64
+	// MaxBytes bounds the values one render produces, all added up: every
+	// string, list and dict built and the output (0 = DefaultMaxBytes plus
+	// 16 per byte of input).
+	MaxBytes int64
 }
-
-// Defaults for Input's bounds: generous for any real conversation, small
-// enough that a hostile message list cannot make a render run away.
-const (
-	DefaultMaxOutputBytes = 64 << 20
-	DefaultMaxSteps       = 256 << 20
-)
 
 // Render renders the template. A raise_exception call in the template comes
 // back as a *RaisedError carrying its message.
 func (t *Template) Render(in Input) (string, error) {
+	return t.RenderContext(context.Background(), in)
+}
+
+// RenderContext is Render stopped when ctx is done (within a few
+// milliseconds: the context is checked as the render works).
+func (t *Template) RenderContext(ctx context.Context, in Input) (string, error) {
+	s, _, err := t.render(ctx, in)
+	return s, err
+}
+
+// render renders and returns what is left of the budget.
+func (t *Template) render(ctx context.Context, in Input) (string, budget, error) {
+	if err := ctx.Err(); err != nil {
+		return "", budget{}, fmt.Errorf("chattemplate: render stopped: %w", err)
+	}
 	r := &renderer{
-		steps:   in.MaxSteps,
+		b:       newBudget(ctx, &in),
 		maxOut:  in.MaxOutputBytes,
 		now:     in.Now,
 		globals: globals,
-	}
-	if r.steps <= 0 {
-		r.steps = DefaultMaxSteps
 	}
 	if r.maxOut <= 0 {
 		r.maxOut = DefaultMaxOutputBytes
@@ -108,11 +119,11 @@ func (t *Template) Render(in Input) (string, error) {
 	if _, err := r.exec(t.body, root, &out); err != nil {
 		var re *RaisedError
 		if errors.As(err, &re) {
-			return "", re
+			return "", r.b, re
 		}
-		return "", fmt.Errorf("chattemplate: %w", err)
+		return "", r.b, fmt.Errorf("chattemplate: %w", err)
 	}
-	return out.String(), nil
+	return out.String(), r.b, nil
 }
 
 func listOrNone(l []any) any {

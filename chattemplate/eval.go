@@ -1,7 +1,6 @@
 package chattemplate
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,11 +11,6 @@ import (
 type RaisedError struct{ Message string }
 
 func (e *RaisedError) Error() string { return e.Message }
-
-// ErrBudget is returned when a render exceeds Input.MaxOutputBytes or
-// Input.MaxSteps: the messages are client input, so one request cannot make
-// a render unbounded.
-var ErrBudget = errors.New("chattemplate: render exceeded its work budget (output or steps)")
 
 type frame struct {
 	vars   map[string]any
@@ -40,21 +34,11 @@ func (f *frame) set(name string, v any) {
 }
 
 type renderer struct {
-	depth   int   // macro call depth
-	steps   int64 // remaining work units (node evaluations and bytes built)
+	depth   int // macro call depth
+	b       budget
 	maxOut  int
 	now     func() time.Time
 	globals map[string]any
-}
-
-// spend charges n work units, failing once the budget is gone so a hostile
-// message list cannot make one render unbounded.
-func (r *renderer) spend(n int) error {
-	r.steps -= int64(n)
-	if r.steps < 0 {
-		return ErrBudget
-	}
-	return nil
 }
 
 type signal uint8
@@ -72,6 +56,9 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 		}
 		switch n := n.(type) {
 		case *textNode:
+			if err := r.alloc(int64(len(n.s))); err != nil {
+				return sigNone, err
+			}
 			out.WriteString(n.s)
 		case *outputNode:
 			v, err := r.eval(n.e, f)
@@ -81,11 +68,10 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 			if err := printable(v); err != nil {
 				return sigNone, err
 			}
-			s := str(v)
-			if err := r.spend(len(s)); err != nil {
+			if err := r.allocOf(v); err != nil {
 				return sigNone, err
 			}
-			out.WriteString(s)
+			out.WriteString(str(v))
 		case *withNode:
 			wf := &frame{parent: f, vars: make(map[string]any, len(n.names))}
 			for i, name := range n.names {
@@ -108,6 +94,9 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 				return sigNone, err
 			}
 			if err := printable(v); err != nil {
+				return sigNone, err
+			}
+			if err := r.allocOf(v); err != nil {
 				return sigNone, err
 			}
 			out.WriteString(str(v))
@@ -151,7 +140,7 @@ func (r *renderer) exec(body []node, f *frame, out *strings.Builder) (signal, er
 			return sigContinue, nil
 		}
 		if out.Len() > r.maxOut {
-			return sigNone, ErrBudget
+			return sigNone, &budgetError{fmt.Sprintf("output over %d bytes (MaxOutputBytes)", r.maxOut)}
 		}
 	}
 	return sigNone, nil
@@ -212,11 +201,14 @@ func (r *renderer) execFor(n *forNode, f *frame, out *strings.Builder) error {
 	if err != nil {
 		return err
 	}
-	items, err := iterate(it)
+	items, err := r.iterate(it)
 	if err != nil {
 		return err
 	}
 	if n.cond != nil {
+		if err := r.alloc(listBytes(items)); err != nil {
+			return err
+		}
 		kept := make([]any, 0, len(items))
 		for _, item := range items {
 			lf := &frame{parent: f}

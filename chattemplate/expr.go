@@ -2,7 +2,6 @@ package chattemplate
 
 import (
 	"fmt"
-	"strings"
 )
 
 func (r *renderer) eval(e expr, f *frame) (any, error) {
@@ -60,6 +59,9 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 			v = string(m)
 		}
 		args = plainArgs(args)
+		if err := r.spend(1 + work(v) + work(args)); err != nil {
+			return nil, err
+		}
 		if want := testArity[e.name]; len(args) > want {
 			return nil, fmt.Errorf("test_%s() takes %d positional argument(s) but %d were given", e.name, want+1, len(args)+1)
 		}
@@ -87,6 +89,9 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := r.scan(l, rv); err != nil {
+				return nil, err
+			}
 			ok, err := compare(op, l, rv)
 			if err != nil || !ok {
 				return false, err
@@ -107,6 +112,9 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		}
 		return r.eval(e.els, f)
 	case *listExpr:
+		if err := r.alloc(int64(len(e.items)) * elemBytes); err != nil {
+			return nil, err
+		}
 		l := make([]any, len(e.items))
 		for i, it := range e.items {
 			v, err := r.eval(it, f)
@@ -117,6 +125,9 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		}
 		return l, nil
 	case *tupleExpr:
+		if err := r.alloc(int64(len(e.items)) * elemBytes); err != nil {
+			return nil, err
+		}
 		l := make(tuple, len(e.items))
 		for i, it := range e.items {
 			v, err := r.eval(it, f)
@@ -127,6 +138,9 @@ func (r *renderer) eval(e expr, f *frame) (any, error) {
 		}
 		return l, nil
 	case *dictExpr:
+		if err := r.alloc(int64(len(e.keys)) * 2 * elemBytes); err != nil {
+			return nil, err
+		}
 		o := NewObject()
 		for i, k := range e.keys {
 			kv, err := r.eval(k, f)
@@ -227,11 +241,10 @@ func (r *renderer) evalBin(e *binExpr, f *frame) (any, error) {
 		if err := printable(rv); err != nil {
 			return nil, err
 		}
-		ls, rs := str(l), str(rv)
-		if err := r.spend(len(ls) + len(rs)); err != nil {
+		if err := r.allocOf(l, rv); err != nil {
 			return nil, err
 		}
-		return ls + rs, nil
+		return str(l) + str(rv), nil
 	}
 	if e.op == "**" && negLiteral(e.l) {
 		if _, isLit := e.r.(*litExpr); !isLit && !negLiteral(e.r) {
@@ -248,13 +261,10 @@ func (r *renderer) evalBin(e *binExpr, f *frame) (any, error) {
 			return negate("-", p)
 		}
 	}
-	v, err := arith(e.op, l, rv)
-	if s, ok := v.(string); ok {
-		if err := r.spend(len(s)); err != nil {
-			return nil, err
-		}
+	if err := r.chargeBin(e.op, l, rv); err != nil {
+		return nil, err
 	}
-	return v, err
+	return arith(e.op, l, rv)
 }
 
 // negLiteral: a unary minus applied to a number literal (what jinja2's
@@ -289,6 +299,9 @@ func (r *renderer) evalSlice(e *sliceExpr, f *frame) (any, error) {
 			return nil, err
 		}
 	}
+	if err := r.alloc(sliceBytes(obj)); err != nil {
+		return nil, err
+	}
 	return slice(obj, idx[0], idx[1], idx[2])
 }
 
@@ -305,6 +318,7 @@ func slice(obj, lo, hi, step any) (any, error) {
 		return nil, fmt.Errorf("'%s' object is not subscriptable", typeName(obj))
 	}
 	var items []any
+	var rs []rune // a string is sliced by code points
 	isStr := false
 	switch x := normalize(obj).(type) {
 	case []any:
@@ -313,17 +327,16 @@ func slice(obj, lo, hi, step any) (any, error) {
 		items = x
 	case string:
 		isStr = true
-		rs := []rune(x)
-		items = make([]any, len(rs))
-		for i, c := range rs {
-			items[i] = string(c)
-		}
+		rs = []rune(x)
 	case Undefined:
 		return nil, fmt.Errorf("'%s' is undefined", x.name)
 	default:
 		return nil, fmt.Errorf("'%s' object is not subscriptable", typeName(obj))
 	}
 	n := len(items)
+	if isStr {
+		n = len(rs)
+	}
 	st := 1
 	if step != nil {
 		s, ok := toInt(step)
@@ -358,6 +371,14 @@ func slice(obj, lo, hi, step any) (any, error) {
 		return i, nil
 	}
 	var out []any
+	var outRunes []rune
+	pick := func(i int) {
+		if isStr {
+			outRunes = append(outRunes, rs[i])
+		} else {
+			out = append(out, items[i])
+		}
+	}
 	if st > 0 {
 		a, err := bound(lo, 0)
 		if err != nil {
@@ -368,7 +389,7 @@ func slice(obj, lo, hi, step any) (any, error) {
 			return nil, err
 		}
 		for i := a; i < b; i += st {
-			out = append(out, items[i])
+			pick(i)
 		}
 	} else {
 		a, err := bound(lo, n-1)
@@ -383,15 +404,11 @@ func slice(obj, lo, hi, step any) (any, error) {
 			b = -1
 		}
 		for i := a; i > b; i += st {
-			out = append(out, items[i])
+			pick(i)
 		}
 	}
 	if isStr {
-		var sb strings.Builder
-		for _, c := range out {
-			sb.WriteString(c.(string))
-		}
-		return sb.String(), nil
+		return string(outRunes), nil
 	}
 	if _, ok := obj.(tuple); ok {
 		return tuple(out), nil

@@ -158,7 +158,7 @@ func init() {
 		"e":      escapeFilter,
 		"sort":   sortFilter,
 		"unique": uniqueFilter,
-		"sum": func(_ *renderer, v any, args []any, kw map[string]any) (any, error) {
+		"sum": func(r *renderer, v any, args []any, kw map[string]any) (any, error) {
 			items, err := iterate(v)
 			if err != nil {
 				return nil, err
@@ -170,6 +170,9 @@ func init() {
 					if it, err = attrPath(it, attr); err != nil {
 						return nil, err
 					}
+				}
+				if err := r.chargeBin("+", total, it); err != nil {
+					return nil, err
 				}
 				if total, err = arith("+", total, it); err != nil {
 					return nil, err

@@ -51,14 +51,21 @@ func init() {
 			if a[2] == 0 {
 				return nil, fmt.Errorf("range() arg 3 must not be zero")
 			}
-			out := []any{}
+			if n := rangeLen(a); n > maxRange {
+				return nil, fmt.Errorf("range too big: the sandbox blocks ranges larger than MAX_RANGE (%d)", maxRange)
+			} else if err := r.alloc(n * elemBytes); err != nil {
+				return nil, err
+			} else if err := r.spend(int(n)); err != nil { // an element is a step to build
+				return nil, err
+			}
+			out := make([]any, 0, rangeLen(a))
 			for i := a[0]; (a[2] > 0 && i < a[1]) || (a[2] < 0 && i > a[1]); i += a[2] {
 				if len(out) >= maxRange {
 					return nil, fmt.Errorf("range too big: the sandbox blocks ranges larger than MAX_RANGE (%d)", maxRange)
 				}
 				out = append(out, int64(i))
 			}
-			return &pyRange{items: out, args: a, n: len(args)}, r.spend(len(out))
+			return &pyRange{items: out, args: a, n: len(args)}, nil
 		}),
 		"namespace": builtin(func(_ *renderer, args []any, kw map[string]any) (any, error) {
 			ns := &namespace{obj: NewObject()}
@@ -185,4 +192,16 @@ func strftime(t time.Time, f string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// rangeLen is len(range(a[0], a[1], a[2])), known before the range is built.
+func rangeLen(a [3]int) int64 {
+	lo, hi, step := int64(a[0]), int64(a[1]), int64(a[2])
+	switch {
+	case step > 0 && lo < hi:
+		return (hi - lo + step - 1) / step
+	case step < 0 && lo > hi:
+		return (lo - hi - step - 1) / -step
+	}
+	return 0
 }

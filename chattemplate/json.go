@@ -41,11 +41,15 @@ func tojsonFilter(r *renderer, v any, args []any, kw map[string]any) (any, error
 		o.itemSep, o.keySep = a, b
 	}
 	o.sortKeys = truthy(arg(args, kw, 3, "sort_keys", false))
+	o.limit = int(min(r.b.bytes, math.MaxInt32))
 	var b strings.Builder
 	if err := o.write(&b, v, 0); err != nil {
 		return nil, err
 	}
-	if err := r.spend(b.Len()); err != nil {
+	if b.Len() > o.limit {
+		return nil, &budgetError{"tojson output over the bytes left (MaxBytes)"}
+	}
+	if err := r.alloc(int64(b.Len())); err != nil {
 		return nil, err
 	}
 	return b.String(), nil
@@ -54,18 +58,22 @@ func tojsonFilter(r *renderer, v any, args []any, kw map[string]any) (any, error
 type jsonOpts struct {
 	ensureASCII, pretty, sortKeys bool
 	indent, itemSep, keySep       string
+	limit                         int // stop writing past this many bytes (the render's budget)
 }
 
 func (o *jsonOpts) newline(b *strings.Builder, depth int) {
 	if o.pretty {
 		b.WriteByte('\n')
-		for i := 0; i < depth; i++ {
+		for i := 0; i < depth && b.Len() <= o.limit; i++ {
 			b.WriteString(o.indent)
 		}
 	}
 }
 
 func (o *jsonOpts) write(b *strings.Builder, v any, depth int) error {
+	if b.Len() > o.limit {
+		return &budgetError{"tojson output over the bytes left (MaxBytes)"}
+	}
 	if depth > 500 {
 		return fmt.Errorf("tojson: nesting too deep")
 	}

@@ -44,7 +44,13 @@ var markupMethods = setOf("capitalize", "title", "lower", "upper", "replace", "l
 
 func (r *renderer) callMarkupMethod(recv markup, name string, args []any, kw map[string]any) (any, error) {
 	if !markupMethods[name] {
+		if err := r.chargeMethod(string(recv), name, plainArgs(args), plainKw(kw)); err != nil {
+			return nil, err
+		}
 		return strMethod(string(recv), name, plainArgs(args), plainKw(kw))
+	}
+	if err := r.alloc(satMul(6, sizeOf(args, r.b.bytes+1))); err != nil { // escaping grows a string at most 6x
+		return nil, err
 	}
 	esc := make([]any, len(args))
 	for i, a := range args {
@@ -61,6 +67,9 @@ func (r *renderer) callMarkupMethod(recv markup, name string, args []any, kw map
 		default:
 			esc[i] = a
 		}
+	}
+	if err := r.chargeMethod(string(recv), name, esc, plainKw(kw)); err != nil {
+		return nil, err
 	}
 	v, err := strMethod(string(recv), name, esc, plainKw(kw))
 	return toMarkup(v), err
@@ -104,6 +113,9 @@ var markupFilters = setOf("capitalize", "upper", "lower", "trim", "string", "rev
 
 // applyFilter runs a filter with jinja2's Markup rules around it.
 func (r *renderer) applyFilter(name string, v any, args []any, kw map[string]any) (any, error) {
+	if err := r.chargeFilter(name, v, args, kw); err != nil {
+		return nil, err
+	}
 	m, isMarkup := v.(markup)
 	switch name {
 	case "default", "d":

@@ -49,8 +49,14 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 	}
 	switch recv := m.recv.(type) {
 	case string:
+		if err := r.chargeMethod(recv, m.name, args, kw); err != nil {
+			return nil, err
+		}
 		return strMethod(recv, m.name, args, kw)
 	case *Object, map[string]any:
+		if err := r.alloc(listBytes(recv) * 2); err != nil {
+			return nil, err
+		}
 		switch m.name {
 		case "items":
 			keys, _ := dictKeys(recv)
@@ -86,6 +92,9 @@ func (r *renderer) callMethod(m *method, args []any, kw map[string]any) (any, er
 			return nil, nil
 		}
 	case []any:
+		if err := r.scan(recv); err != nil {
+			return nil, err
+		}
 		if len(args) != 1 {
 			return nil, fmt.Errorf("%s() takes exactly one argument", m.name)
 		}

@@ -6,6 +6,7 @@ package server
 // with stand-ins and stay out of the dispatch packages.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -30,8 +31,10 @@ type TextTokenizer interface {
 type ChatInput = chattemplate.Input
 
 // ChatTemplate renders conversations to prompt text (*chattemplate.Template).
+// A render stops when ctx (the request's: cancelled when the client goes) is
+// done.
 type ChatTemplate interface {
-	Render(in ChatInput) (string, error)
+	RenderContext(ctx context.Context, in ChatInput) (string, error)
 	// ContentFormat is "string" (message content as a string) or "openai" (a list
 	// of typed parts), what the template expects.
 	ContentFormat() string

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -72,7 +73,7 @@ func BenchmarkStreamedRequest(b *testing.B) {
 	chatBody := `{"messages": [{"role": "user", "content": ` + quoteJSON(words) + `}], "max_tokens": 256, "stream": true}`
 	in, _ := (&ChatRequest{Messages: json.RawMessage(`[{"role": "user", "content": ` + quoteJSON(words) + `}]`)}).chatInput("string")
 	in.SpecialTokens = text.SpecialTokens
-	rendered, err := text.Template.Render(in)
+	rendered, err := text.Template.RenderContext(context.Background(), in)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,17 +155,17 @@ func BenchmarkTextWork(b *testing.B) {
 			if err := chat.validate(); err != nil {
 				b.Fatal(err)
 			}
-			if _, apiErr := api.renderChat(chat, nil); apiErr != nil {
+			if _, apiErr := api.renderChat(context.Background(), chat, nil); apiErr != nil {
 				b.Fatal(apiErr)
 			}
 		})
 	})
 	chat, _ := readChat(strings.NewReader(body))
 	_ = chat.validate()
-	prompt, _ := api.renderChat(chat, nil)
+	prompt, _ := api.renderChat(context.Background(), chat, nil)
 	in, _ := chat.chatInput("string")
 	in.SpecialTokens = text.SpecialTokens
-	rendered, _ := text.Template.Render(in)
+	rendered, _ := text.Template.RenderContext(context.Background(), in)
 	b.Run("prompt-tokenizer-only", func(b *testing.B) {
 		loopCPU(b, func() { text.Tokenizer.Encode(rendered, false) })
 	})

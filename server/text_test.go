@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,7 +83,7 @@ func (s *fakeTextStream) Prime([]int64) {}
 type fakeTemplate struct{ format string }
 
 func (f fakeTemplate) ContentFormat() string { return f.format }
-func (f fakeTemplate) Render(in ChatInput) (string, error) {
+func (f fakeTemplate) RenderContext(_ context.Context, in ChatInput) (string, error) {
 	var b strings.Builder
 	for _, m := range in.Messages {
 		c, ok := m["content"].(string)

@@ -6,6 +6,7 @@ package server
 // text needs --tokenizer.
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -145,7 +146,7 @@ func errUntrustedTemplate() *APIError {
 
 // renderChat renders and tokenizes a conversation (add_special_tokens defaults to
 // false: the template writes the special tokens).
-func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
+func (a *API) renderChat(ctx context.Context, c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
 	if !a.text.TrustRequestChatTemplate && c.requestTemplate() {
 		return nil, errUntrustedTemplate()
 	}
@@ -159,7 +160,7 @@ func (a *API) renderChat(c *ChatRequest, addSpecial *bool) ([]int64, *APIError) 
 	}
 	in.Now = a.now
 	in.SpecialTokens = a.text.SpecialTokens
-	rendered, err := tmpl.Render(in)
+	rendered, err := tmpl.RenderContext(ctx, in)
 	if err != nil {
 		return nil, badRequest("messages", "chat template: %v", err)
 	}
@@ -212,7 +213,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err.(*APIError))
 		return
 	}
-	ids, apiErr := a.renderChat(chat, chat.AddSpecialTokens)
+	ids, apiErr := a.renderChat(r.Context(), chat, chat.AddSpecialTokens)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
@@ -396,7 +397,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		c := &ChatRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
 		var apiErr *APIError
-		if ids, apiErr = a.renderChat(c, req.AddSpecialTokens); apiErr != nil {
+		if ids, apiErr = a.renderChat(r.Context(), c, req.AddSpecialTokens); apiErr != nil {
 			writeError(w, apiErr)
 			return
 		}
