@@ -19,8 +19,6 @@ import (
 type deepseek struct {
 	name     string
 	full     *regexp.Regexp // complete call; groups: [type,] name, args
-	portion  *regexp.Regexp // streamed call with arguments
-	nameOnly *regexp.Regexp // streamed call with its name only
 	withType bool
 }
 
@@ -29,21 +27,18 @@ const (
 	dsCallsEnd   = "<｜tool▁calls▁end｜>"
 	dsCallBegin  = "<｜tool▁call▁begin｜>"
 	dsCallEnd    = "<｜tool▁call▁end｜>"
+	dsSep        = "<｜tool▁sep｜>"
 )
 
 func init() {
 	register(&deepseek{
 		name:     "deepseek_v3",
 		full:     regexp.MustCompile("<｜tool▁call▁begin｜>(.*)<｜tool▁sep｜>(.*)\n```json\n(.*)\n```<｜tool▁call▁end｜>"),
-		portion:  regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)\n```json\n(.*[^\n`])"),
-		nameOnly: regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)\n"),
 		withType: true,
 	}, "deepseek_v3")
 	register(&deepseek{
-		name:     "deepseek_v31",
-		full:     regexp.MustCompile("<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>"),
-		portion:  regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)"),
-		nameOnly: regexp.MustCompile("^(.*)<｜tool▁sep｜>"),
+		name: "deepseek_v31",
+		full: regexp.MustCompile("<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>"),
 	}, "deepseek_v31")
 }
 
@@ -69,19 +64,30 @@ func (p *deepseek) Parse(text string, _ []Tool, newID func() string) Result {
 	return Result{Called: true, Calls: calls, Content: contentOrNil(text[:at])}
 }
 
-// groups returns name and arguments of a streamed portion: args is false
-// when only the name pattern matched, ok when either did.
+// groups matches a streamed portion as vLLM's patterns do, without a
+// regexp: "." stops at newlines and the first group is greedy, so it
+// ends at the last separator of the first line. args is "" when only the
+// name pattern matched; ok when either did.
 func (p *deepseek) groups(portion string) (name, args string, ok bool) {
-	if m := p.portion.FindStringSubmatch(portion); m != nil {
-		if p.withType {
-			return m[2], m[3], true
+	line, rest, hasNL := strings.Cut(portion, "\n")
+	k := strings.LastIndex(line, dsSep)
+	if k < 0 {
+		return "", "", false
+	}
+	before, after := line[:k], line[k+len(dsSep):]
+	if !p.withType {
+		return before, after, true // NAME<sep>ARGS
+	}
+	if !hasNL {
+		return "", "", false // TYPE<sep>NAME needs its newline
+	}
+	if body, ok := strings.CutPrefix(rest, "```json\n"); ok {
+		argLine, _, _ := strings.Cut(body, "\n")
+		if a := strings.TrimRight(argLine, "`"); a != "" {
+			return after, a, true
 		}
-		return m[1], m[2], true
 	}
-	if m := p.nameOnly.FindStringSubmatch(portion); m != nil {
-		return m[len(m)-1], "", true
-	}
-	return "", "", false
+	return after, "", true
 }
 
 func (p *deepseek) NewStream(_ []Tool, newID func() string) Stream {

@@ -3,7 +3,9 @@ package toolcall
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
+	"unicode/utf8"
 )
 
 const (
@@ -85,4 +87,43 @@ func TestDeepSeekStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDeepSeekGroups checks the hand-written matcher against vLLM's
+// streaming patterns run by Go's regexp (same leftmost-first semantics).
+func FuzzDeepSeekGroups(f *testing.F) {
+	for _, s := range []string{"function<｜tool▁sep｜>f\n```json\n{\"a\": 1}``", "f<｜tool▁sep｜>{}", "a<｜tool▁sep｜>b<｜tool▁sep｜>c\nx", "function<｜tool▁sep｜>f\n"} {
+		f.Add(s)
+	}
+	v3Portion := regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)\n```json\n(.*[^\n`])")
+	v3Name := regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)\n")
+	v31Portion := regexp.MustCompile("^(.*)<｜tool▁sep｜>(.*)")
+	v3, _ := Lookup("deepseek_v3")
+	v31, _ := Lookup("deepseek_v31")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		var wName, wArgs string
+		wOK := true
+		if m := v3Portion.FindStringSubmatch(s); m != nil {
+			wName, wArgs = m[2], m[3]
+		} else if m := v3Name.FindStringSubmatch(s); m != nil {
+			wName = m[2]
+		} else {
+			wOK = false
+		}
+		name, args, ok := v3.(*deepseek).groups(s)
+		if ok != wOK || name != wName || args != wArgs {
+			t.Fatalf("v3 %q: got %q %q %v, want %q %q %v", s, name, args, ok, wName, wArgs, wOK)
+		}
+		wName, wArgs, wOK = "", "", false
+		if m := v31Portion.FindStringSubmatch(s); m != nil {
+			wName, wArgs, wOK = m[1], m[2], true
+		}
+		name, args, ok = v31.(*deepseek).groups(s)
+		if ok != wOK || name != wName || args != wArgs {
+			t.Fatalf("v31 %q: got %q %q %v, want %q %q %v", s, name, args, ok, wName, wArgs, wOK)
+		}
+	})
 }
