@@ -55,6 +55,11 @@ of vLLM's parsers rely on.
 The final engine output is usually the end-of-sequence token, whose text is
 empty: feed it like any other (Feed("", 1)) and pass the result to Finish.
 
+Left to the caller, as vLLM's serving layer does them: with
+parallel_tool_calls false, keep only the first call (entries with index 0
+when streaming); tool_choice "required" or a named function is parsed as
+JSON by the serving layer, not by these parsers.
+
 # Reasoning and tools together
 
 Where a reasoning parser runs too, vLLM hands the tool parser only what
