@@ -63,3 +63,28 @@ func (c *ChatStream) Finish(last *Delta) (*Delta, bool) {
 	}
 	return c.tools.Finish(last)
 }
+
+// ParseContent is vLLM's auto tool-choice step for a complete answer: the
+// tool parser reads content (the reasoning parser's content; nil reads as
+// ""). When the parser reports tools called, its content replaces the
+// input, and content that is only whitespace becomes nil; otherwise the
+// input content is kept and calls is nil. finish_reason is "tool_calls"
+// when calls is not empty.
+func ParseContent(p Parser, content *string, tools []Tool, newID func() string) (calls []Call, out *string) {
+	text := ""
+	if content != nil {
+		text = *content
+	}
+	r := p.Parse(text, tools, newID)
+	if !r.Called {
+		return nil, content
+	}
+	out = r.Content
+	if out != nil && *out != "" && pyStrip(*out) == "" {
+		out = nil
+	}
+	if r.Calls == nil {
+		r.Calls = []Call{}
+	}
+	return r.Calls, out
+}

@@ -87,3 +87,24 @@ func TestChatStream(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+func TestParseContent(t *testing.T) {
+	h, _ := Lookup("hermes")
+	calls, c := ParseContent(h, sp("\n\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"), nil, seqIDs())
+	if len(calls) != 1 || c != nil {
+		t.Fatalf("whitespace content: %v %q", calls, deref(c))
+	}
+	calls, c = ParseContent(h, sp("Hi<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"), nil, seqIDs())
+	if len(calls) != 1 || deref(c) != "Hi" {
+		t.Fatalf("content: %v %q", calls, deref(c))
+	}
+	calls, c = ParseContent(h, nil, nil, seqIDs())
+	if calls != nil || c != nil {
+		t.Fatalf("nil content: %v %q", calls, deref(c))
+	}
+	d, _ := Lookup("deepseek_v3")
+	calls, c = ParseContent(d, sp("x<｜tool▁calls▁begin｜>junk"), nil, seqIDs())
+	if calls == nil || len(calls) != 0 || deref(c) != "x" {
+		t.Fatalf("called without calls: %v %q", calls, deref(c))
+	}
+}

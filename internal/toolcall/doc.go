@@ -72,7 +72,10 @@ parser's result replaces the reasoning part. ChatStream does exactly that:
 	final, called := cs.Finish(last)
 
 For complete answers vLLM splits reasoning first and parses tools from the
-content (an absent content parses as "").
+content; ParseContent does that step with the serving layer's rules:
+
+	r, c := rp.Split(text)
+	calls, content := toolcall.ParseContent(p, c, tools, toolcall.NewID)
 
 # gpt-oss
 
