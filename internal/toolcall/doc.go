@@ -17,7 +17,8 @@ A Parser is stateless and safe for concurrent use.
 
 content is the answer text after the reasoning parser took its part (vLLM
 parses tools from the content only). r.Called is vLLM's tools_called; when
-it is false there are no calls and r.Content is the text unchanged. When
+it is false there are no calls and r.Content is the text unchanged
+(for openai, the harmony content). When
 it is true, r.Calls holds the calls (id, name, arguments as a JSON string
 written as vLLM writes it) and r.Content the text outside them (nil for
 vLLM's None). ParseContent (below) adds the serving layer's rules.
