@@ -100,6 +100,9 @@ func (s *Server) watchMock(ctx context.Context, rank int, done <-chan error) (wh
 			return "stopped", nil
 		case <-t.C:
 		}
+		if s.shutdownReason.Load() != nil || s.events.closing.Load() {
+			continue // shutting down: engines going away is no fault
+		}
 		state := s.rankState(rank)
 		switch {
 		case state == "ready":
