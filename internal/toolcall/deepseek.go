@@ -160,13 +160,17 @@ func (s *dsStream) Feed(delta string, tokens int) *Delta {
 		if len(s.prev) == 0 {
 			return nil
 		}
-		if s.current >= 0 && s.current < len(s.prev) && s.prev[s.current].args != "" {
+		i, j := pyIndexOK(len(s.prev), s.current), pyIndexOK(len(s.streamed), s.current)
+		if i < 0 {
+			return nil // IndexError in vLLM: the chunk is skipped
+		}
+		if s.prev[i].args != "" {
 			end := strings.LastIndex(delta, `"}`)
-			if end < 0 {
+			if end < 0 || j < 0 {
 				return nil
 			}
 			diff := delta[:end] + `"}`
-			s.streamed[s.current] += diff
+			s.streamed[j] += diff
 			return argsDelta(s.current, diff)
 		}
 	default:
@@ -246,4 +250,16 @@ func (s *dsStream) streamedArgs(i int) string {
 		return s.streamed[i]
 	}
 	return ""
+}
+
+// pyIndexOK maps a Python index into [0, n), or -1 where Python raises
+// IndexError.
+func pyIndexOK(n, i int) int {
+	if i < 0 {
+		i += n
+	}
+	if i < 0 || i >= n {
+		return -1
+	}
+	return i
 }
