@@ -115,28 +115,64 @@ func (r *renderer) allocOf(vs ...any) error {
 func (r *renderer) scan(vs ...any) error {
 	n := 1
 	for _, v := range vs {
-		n += work(v)
+		n += r.work(v)
 	}
 	return r.spend(n)
 }
 
-// work is the cost of one pass over v in steps.
-func work(v any) int {
+// work is the cost in steps of one deep pass over v (comparing, hashing or
+// searching it): an element a step, a string a step per 64 bytes, a list
+// held many times counted every time, as comparing walks it every time. The
+// walk stops past the steps left.
+func (r *renderer) work(v any) int {
+	n := int64(0)
+	workWalk(v, r.b.steps+1, &n)
+	return int(min(n, math.MaxInt32))
+}
+
+func workWalk(v any, limit int64, n *int64) {
+	if *n > limit {
+		return
+	}
+	if s, ok := v.(*seqView); ok {
+		v = s.items
+	}
 	switch x := normalize(v).(type) {
 	case string:
-		return len(x) >> 6
+		*n += int64(len(x) >> 6)
 	case []any:
-		return len(x)
+		workList(x, limit, n)
 	case tuple:
-		return len(x)
+		workList(x, limit, n)
 	case *Object:
-		return x.Len()
+		for _, k := range x.Keys() {
+			e, _ := x.Get(k)
+			if *n++; *n > limit {
+				return
+			}
+			workWalk(e, limit, n)
+		}
 	case map[string]any:
-		return len(x)
-	case *seqView:
-		return len(x.items)
+		for _, e := range x {
+			if *n++; *n > limit {
+				return
+			}
+			workWalk(e, limit, n)
+		}
 	}
-	return 0
+}
+
+func workList(l []any, limit int64, n *int64) {
+	for _, e := range l {
+		if *n++; *n > limit {
+			return
+		}
+		switch e.(type) {
+		case string, int64, float64, bool, nil:
+		default:
+			workWalk(e, limit, n)
+		}
+	}
 }
 
 // sizeOf is an upper bound of the bytes printing v (str or repr) produces,

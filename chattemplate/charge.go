@@ -82,12 +82,13 @@ var listFilters = setOf("list", "reverse", "sort", "unique", "map", "select", "r
 
 // chargeFilter charges filter name applied to v before it runs.
 func (r *renderer) chargeFilter(name string, v any, args []any, kw map[string]any) error {
-	steps := 1 + work(v)
-	if _, isStr := v.(string); constantFilters[name] && !isStr {
-		steps = 1
-	}
-	if name == "sort" || name == "dictsort" || name == "unique" {
-		steps += work(v) * bits.Len(uint(work(v)))
+	steps := 1
+	if _, isStr := v.(string); !constantFilters[name] || isStr { // no walk for length of a list
+		w := r.work(v)
+		steps += w
+		if name == "sort" || name == "dictsort" || name == "unique" {
+			steps += w * bits.Len(uint(w))
+		}
 	}
 	if err := r.spend(steps); err != nil {
 		return err
@@ -169,7 +170,7 @@ func widthOf(w any) int64 {
 func (r *renderer) chargeMethod(s, name string, args []any, kw map[string]any) error {
 	steps := 1 + len(s)>>6
 	for _, a := range args {
-		steps += work(a)
+		steps += r.work(a)
 	}
 	if err := r.spend(steps); err != nil {
 		return err
