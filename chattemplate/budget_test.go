@@ -52,6 +52,7 @@ var budgetAttacks = []struct{ name, src string }{
 	{"slice in a loop", `{% set s = "a"*1000000 %}{% for i in range(100000) %}{% set t = s[1:] %}{% endfor %}`},
 	{"output in a loop", `{% set s = "a"*1000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}`},
 	{"zfill", `{{ "1".zfill(99999999) }}`},
+	{"wordcount", `{{ ("a "*1000000)|wordcount }}`},
 	{"compare shared nesting", `{% set l = ["a"]*100000 %}{% set m = [l]*100 %}{% set m2 = [m]*100 %}{{ m2 == [m]*100 }}`},
 	{"sort shared nesting", `{% set l = ["a"]*100000 %}{% set m = [l]*100 %}{% set m2 = [m]*100 %}{{ m2|sort|length }}`},
 	{"count shared nesting", `{% set l = ["a"]*100000 %}{% set m = [l]*100 %}{% set m2 = [m]*100 %}{{ m2.count(m) }}`},

@@ -70,7 +70,7 @@ func (r *renderer) iterate(v any) ([]any, error) {
 
 // readOnlyFilters read their subject and build nothing in proportion to it.
 var readOnlyFilters = setOf("length", "count", "first", "last", "default", "d", "abs", "int", "float",
-	"round", "min", "max", "wordcount", "safe")
+	"round", "min", "max", "safe")
 
 // constantFilters take the same time whatever the size of a list subject
 // (a string's length still counts its code points).
@@ -132,6 +132,8 @@ func (r *renderer) chargeFilter(name string, v any, args []any, kw map[string]an
 		return r.alloc(satAdd(sizeOf(v, limit), widthOf(arg(args, kw, 1, "indent", nil))))
 	case "sum":
 		return nil // charged per addition
+	case "wordcount": // the words are listed to be counted: at most one per 2 bytes
+		return r.alloc(satMul(8, sizeOf(v, limit)))
 	}
 	return r.alloc(satMul(4, sizeOf(v, limit))) // str, upper, title, trim, ...: a copy (case changes may grow it)
 }
