@@ -5,8 +5,8 @@ import "strings"
 // This file stands in for the partial_json_parser package that vLLM's
 // llama3_json parser uses: it reads a JSON prefix and closes what is open.
 // Incomplete object keys, keys without a value and trailing commas are
-// dropped; an unterminated string is kept (cut before a partial escape)
-// only when partial strings are allowed; a number or literal that touches
+// dropped; an unterminated string is kept (cut before a partial escape,
+// without trailing whitespace) only when partial strings are allowed; a number or literal that touches
 // the end of the text is taken as far as it is valid.
 
 type pjson struct {
@@ -94,8 +94,10 @@ func (p *pjson) str(i int) (jval, int, pstate) {
 	if !p.allowStr {
 		return jval{}, len(p.s), pNone
 	}
-	// Decode what is there, cut before an incomplete escape.
-	body := p.s[i+1:]
+	// Decode what is there, cut before an incomplete escape. Like
+	// partial_json_parser, which strips the text it completes, trailing
+	// whitespace is dropped.
+	body := pyRStrip(p.s[i+1:])
 	for cut := len(body); cut >= 0; cut-- {
 		d := jdec{s: `"` + body[:cut] + `"`}
 		if v, _, err := d.str(0); err == nil {

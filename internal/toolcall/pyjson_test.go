@@ -64,6 +64,7 @@ func TestPartialLoads(t *testing.T) {
 		{`{"a": tr`, true, `{"a": true}`, -1, true},
 		{`{"a": 1.`, true, `{"a": 1}`, -1, true},
 		{`{"a": "x\u00`, true, `{"a": "x"}`, -1, true},
+		{`{"a": "test `, true, `{"a": "test"}`, -1, true},
 		{`{"a"`, true, `{}`, -1, true},
 		{`{"a": 1}; {"b": 2}`, true, `{"a": 1}`, 8, true},
 		{`{"a": 1} `, true, `{"a": 1}`, -1, true},
