@@ -1,6 +1,9 @@
 package toolcall
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+)
 
 // This file reads OpenAI's harmony format (gpt-oss) from text in which
 // its special tokens were kept:
@@ -48,6 +51,7 @@ type harmony struct {
 	content  strings.Builder
 	messages []hMessageT
 	pending  string // a possible special-token prefix held back
+	started  bool   // a header was read: later ones name their role
 }
 
 // process consumes text and returns its segments.
@@ -126,17 +130,19 @@ func (h *harmony) segment(text string) hSegment {
 func (h *harmony) special(tok string) {
 	switch h.state {
 	case hHeader:
-		switch tok {
-		case hStart:
-			h.header.Reset()
-		case hMessage:
-			h.cur = parseHarmonyHeader(h.header.String())
-			h.header.Reset()
-			h.content.Reset()
-			h.state = hContent
-		default:
+		if tok != hMessage {
 			h.header.WriteString(tok)
+			return
 		}
+		preset := ""
+		if !h.started {
+			preset = "assistant" // the prompt ended with <|start|>assistant
+		}
+		h.cur = parseHarmonyHeader(h.header.String(), preset)
+		h.started = true
+		h.header.Reset()
+		h.content.Reset()
+		h.state = hContent
 	case hContent:
 		for _, e := range hEnds {
 			if tok == e {
@@ -153,45 +159,61 @@ func (h *harmony) special(tok string) {
 		if tok == hStart {
 			h.header.Reset()
 			h.state = hHeader
+			h.started = true
 		}
 	}
 }
 
-// parseHarmonyHeader reads "[role][ to=R]<|channel|>C[ to=R][ type]
-// [<|constrain|>type]". Without a role word the role is assistant.
-func parseHarmonyHeader(s string) hMessageT {
-	m := hMessageT{role: "assistant"}
-	if i := strings.Index(s, hConstrain); i >= 0 {
-		m.contentType = strings.TrimSpace(s[i:])
-		s = s[:i]
+// parseHarmonyHeader reads a header as openai_harmony does: the channel
+// word after <|channel|> comes out first; of the remaining words, a role
+// leads (preset for the first message of an output), then the last word
+// is the recipient when it is "to=R" or alone, else the content type with
+// the recipient before it. Where openai_harmony fails (stray words, an
+// unknown role), this reads on.
+func parseHarmonyHeader(s, presetRole string) hMessageT {
+	var m hMessageT
+	if i := strings.Index(s, hChannel); i >= 0 {
+		after := s[i+len(hChannel):]
+		end := strings.IndexFunc(after, func(r rune) bool { return r == '<' || unicode.IsSpace(r) })
+		if end < 0 {
+			end = len(after)
+		}
+		m.channel = after[:end]
+		s = s[:i] + after[end:]
 	}
-	before, after, hasChannel := strings.Cut(s, hChannel)
-	var rest []string
-	for k, w := range strings.Fields(before) {
-		if r, ok := strings.CutPrefix(w, "to="); ok {
-			m.recipient = r
-		} else if k == 0 {
-			m.role = w
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, hConstrain) {
+		s = strings.TrimSpace(strings.ReplaceAll(s, hConstrain, " "+hConstrain))
+	}
+	parts := strings.Fields(s)
+	m.role = presetRole
+	if m.role == "" && len(parts) > 0 {
+		m.role = parts[0]
+		if !harmonyRoles[m.role] && (len(parts) > 1 || strings.HasPrefix(parts[0], "to=")) {
+			m.role, parts = "tool", parts[1:]
 		}
 	}
-	if hasChannel {
-		f := strings.Fields(after)
-		if len(f) > 0 && !strings.HasPrefix(f[0], "to=") {
-			m.channel, f = f[0], f[1:]
-		}
-		for _, w := range f {
-			if r, ok := strings.CutPrefix(w, "to="); ok {
-				m.recipient = r
-			} else {
-				rest = append(rest, w)
-			}
-		}
+	if len(parts) > 0 && parts[0] == m.role {
+		parts = parts[1:]
 	}
-	if len(rest) > 0 && m.contentType == "" {
-		m.contentType = strings.Join(rest, " ")
+	if len(parts) == 0 {
+		return m
+	}
+	last := parts[len(parts)-1]
+	parts = parts[:len(parts)-1]
+	switch r, ok := strings.CutPrefix(last, "to="); {
+	case ok:
+		m.recipient = r
+	case len(parts) == 0:
+		m.recipient = last
+	default:
+		m.contentType = last
+		m.recipient = strings.TrimPrefix(parts[len(parts)-1], "to=")
 	}
 	return m
 }
+
+var harmonyRoles = map[string]bool{"user": true, "assistant": true, "system": true, "developer": true, "tool": true}
 
 // harmonyBuiltins are tools served by vLLM itself, not function calls.
 var harmonyBuiltins = map[string]bool{"python": true, "browser": true, "container": true}

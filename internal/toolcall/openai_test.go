@@ -23,6 +23,12 @@ func TestOpenAIParse(t *testing.T) {
 		wReasoning *string
 	}{
 		{"no tools", "<|channel|>final<|message|>This is a test<|return|>", nil, nil, sp("This is a test"), nil},
+		// vLLM's test renders a whole conversation and parses all of it.
+		{"whole conversation", "<|start|>system<|message|>You are ChatGPT.<|end|><|start|>developer<|message|># Instructions\n\nTalk like a pirate!<|end|>" +
+			"<|start|>user<|message|>Arrr, how be you?<|end|><|start|>assistant<|channel|>final<|message|>This is a test<|end|><|start|>assistant",
+			nil, nil, sp("This is a test"), nil},
+		{"recipient before channel", "<|channel|>analysis<|message|>x<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{\"a\":1}<|call|>",
+			[]string{"f"}, []string{`{"a": 1}`}, nil, sp("x")},
 		{"single", analysis + call("functions.get_current_weather", "json", `{"location": "Tokyo"}`),
 			[]string{"get_current_weather"}, []string{`{"location": "Tokyo"}`}, nil,
 			sp(`User asks: "What is the weather in Tokyo?" We need to use get_current_weather tool.`)},
