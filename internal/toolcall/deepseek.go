@@ -216,6 +216,9 @@ func (s *dsStream) callDelta(portion, textPortion *string, delta string) *Delta 
 	if len(s.prev) <= s.current {
 		s.prev = append(s.prev, dsPrev{})
 	}
+	if s.current >= len(s.prev) || s.current >= len(s.streamed) {
+		return nil // IndexError in vLLM: the chunk is skipped
+	}
 	prevArgs, curArgs := s.prev[s.current].args, call.args
 	var out *Delta
 	switch {

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"math/rand"
 	"testing"
 	"unicode/utf8"
 )
@@ -84,4 +85,38 @@ func FuzzValidJSON(f *testing.F) {
 			t.Fatalf("validJSON(%q) = %v, decoder err %v", s, got, err)
 		}
 	})
+}
+
+// TestMarkerSoup streams random sequences of each parser's own markers and
+// fragments, the inputs byte-level fuzzing rarely builds, and checks that
+// nothing panics (a deepseek index bug hid there).
+func TestMarkerSoup(t *testing.T) {
+	pieces := []string{
+		"<tool_call>", "</tool_call>", "<function=", "f>", "</function>", "<parameter=", "a>", "</parameter>",
+		"<|python_tag|>", `{"name": "f", `, `"arguments": `, `"parameters": `, `{"a": 1}`, "}", "; ", "[", "]", "f(", ")", "a=", "'x'",
+		"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
+		"function", "\n```json\n", "\n```", `"}`, "<|channel|>", "commentary to=functions.f", "<|message|>", "<|call|>", "<|end|>",
+		"<|start|>", "assistant", "final", "analysis", " ", "\n", "x", `"`, "{", ":", ",", "ü",
+	}
+	deepseek := []string{"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+		"<｜tool▁sep｜>", "function", "f", "\n```json\n", `{"a": "b"}`, "\n```", " ", "\n", `"}`}
+	r := rand.New(rand.NewSource(1))
+	for _, name := range Names() {
+		p, _ := Lookup(name)
+		pieces := pieces
+		if p.Name() == "deepseek_v3" || p.Name() == "deepseek_v31" {
+			pieces = deepseek
+		}
+		for k := 0; k < 3000; k++ {
+			st := p.NewStream(qcTools, nil)
+			text := ""
+			for j := 1 + r.Intn(16); j > 0; j-- {
+				piece := pieces[r.Intn(len(pieces))]
+				text += piece
+				st.Feed(piece, 1+r.Intn(2))
+			}
+			st.Finish(st.Feed("", 1))
+			p.Parse(text, qcTools, nil)
+		}
+	}
 }
