@@ -33,8 +33,9 @@ is content and the parser is never called:
 Feed is vLLM's extract_reasoning_streaming. ends is vLLM's
 is_reasoning_end over the delta's tokens: when a tool parser is active,
 vLLM's serving layer stops calling this parser after that delta and gives
-the tool parser the content part of it and everything after (see package
-toolcall). Without a tool parser every delta goes through Feed.
+the tool parser the content part of it and everything after;
+toolcall.ChatStream does that hand-off and takes a Stream as is (through
+FeedSplit). Without a tool parser every delta goes through Feed.
 
 Markers are matched in the text: detokenize with them kept. vLLM checks
 token ids; a marker that is one token arrives whole in one delta, so the
