@@ -37,10 +37,11 @@ the tool parser the content part of it and everything after;
 toolcall.ChatStream does that hand-off and takes a Stream as is (through
 FeedSplit). Without a tool parser every delta goes through Feed.
 
-Markers are matched in the text: detokenize with them kept. vLLM checks
-token ids; a marker that is one token arrives whole in one delta, so the
-text checks see what the id checks see. A delta that is exactly a marker
-counts as the marker token alone.
+Markers are matched in the text vLLM's detokenizer produces; <think> and
+</think> are ordinary added tokens for these models, so they stay in it.
+vLLM checks token ids; a marker that is one token arrives whole in one
+delta, so the text checks see what the id checks see. A delta that is
+exactly a marker counts as the marker token alone.
 
 A Stream is not safe for concurrent use.
 */

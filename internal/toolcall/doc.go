@@ -46,11 +46,17 @@ it with the arguments the parser expected minus what it streamed. called
 is vLLM's auto_tools_called; finish_reason is "tool_calls" when it is true
 or when any streamed delta carried tool calls.
 
-Text must be detokenized with special tokens kept (vLLM's hermes parser
-sets skip_special_tokens=false for this reason): markers such as
-<tool_call> or <｜tool▁calls▁begin｜> are matched in the text. A marker that
-is one token arrives whole in one delta, which is what the token-id checks
-of vLLM's parsers rely on.
+Feed the text vLLM's detokenizer would produce for the request: special
+tokens skipped or kept as the request's skip_special_tokens says, except
+that hermes forces it false when tools are offered and tool_choice is not
+"none" (vLLM's adjust_request). The markers these parsers look for
+(<tool_call>, <｜tool▁calls▁begin｜>, …) are ordinary added tokens that
+stay in the text; llama3_json works with or without its special
+<|python_tag|>. openai is the exception: vLLM reads harmony from token ids,
+so its text must keep harmony's special tokens (<|channel|>, <|message|>,
+<|call|>, …) whatever the request says. Markers are matched in the text;
+a marker that is one token arrives whole in one delta, which is what the
+token-id checks of vLLM's parsers rely on.
 
 The final engine output is usually the end-of-sequence token, whose text is
 empty: feed it like any other (Feed("", 1)) and pass the result to Finish.
