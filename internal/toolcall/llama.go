@@ -55,7 +55,7 @@ func (llama3JSON) Parse(text string, _ []Tool, newID func() string) Result {
 }
 
 func (llama3JSON) NewStream(_ []Tool, newID func() string) Stream {
-	return &llamaStream{newID: orNewID(newID), current: -1}
+	return &llamaStream{newID: orNewID(newID), current: -1, prevJSONFor: -1}
 }
 
 type llamaObj struct {
@@ -75,6 +75,10 @@ type llamaStream struct {
 	// text; they cannot change, so parsing resumes at doneAt.
 	done   []llamaObj
 	doneAt int
+	// prevJSON is json.dumps of prev[prevJSONFor]'s arguments, kept from
+	// the last delta so that each delta serializes the arguments once.
+	prevJSON    string
+	prevJSONFor int
 }
 
 func (s *llamaStream) Feed(delta string, _ int) *Delta {
@@ -104,27 +108,35 @@ func (s *llamaStream) Feed(delta string, _ int) *Delta {
 		return &Delta{Calls: []CallDelta{nameDelta(s.current, s.newID(), name.text)}}
 	}
 	var out *Delta
-	if args, _ := cur.get("arguments"); args.truthy() {
-		if s.current >= len(s.prev) {
-			return nil // IndexError in vLLM: the chunk is skipped
+	args, _ := cur.get("arguments")
+	if !args.truthy() {
+		s.setPrev(arr)
+		return nil
+	}
+	if s.current >= len(s.prev) {
+		return nil // IndexError in vLLM: the chunk is skipped
+	}
+	sent := pyLen(s.streamed[s.current])
+	curJSON := pyDumps(args, false)
+	var diff string
+	has := false
+	if arr[s.current].complete {
+		diff, has = pyTail(curJSON, sent), true
+	} else if prevArgs, _ := s.prev[s.current].get("arguments"); prevArgs.truthy() {
+		prevJSON := s.prevJSON
+		if s.prevJSONFor != s.current {
+			prevJSON = pyDumps(prevArgs, false)
 		}
-		sent := pyLen(s.streamed[s.current])
-		curJSON := pyDumps(args, false)
-		var diff string
-		has := false
-		if arr[s.current].complete {
-			diff, has = pyTail(curJSON, sent), true
-		} else if prevArgs, _ := s.prev[s.current].get("arguments"); prevArgs.truthy() {
-			if prevJSON := pyDumps(prevArgs, false); prevJSON != curJSON {
-				diff, has = pyTail(commonPrefix(prevJSON, curJSON), sent), true
-			}
-		}
-		if has {
-			out = argsDelta(s.current, diff)
-			s.streamed[s.current] += diff
+		if prevJSON != curJSON {
+			diff, has = pyTail(commonPrefix(prevJSON, curJSON), sent), true
 		}
 	}
+	if has {
+		out = argsDelta(s.current, diff)
+		s.streamed[s.current] += diff
+	}
 	s.setPrev(arr)
+	s.prevJSON, s.prevJSONFor = curJSON, s.current
 	return out
 }
 
@@ -147,6 +159,7 @@ func (s *llamaStream) startTool(arr []llamaObj) *Delta {
 }
 
 func (s *llamaStream) setPrev(arr []llamaObj) {
+	s.prevJSONFor = -1
 	s.prev = s.prev[:0]
 	for _, o := range arr {
 		s.prev = append(s.prev, o.v)
