@@ -109,13 +109,13 @@ type Config struct {
 	// A stream lasts as long as its request; HTTPWriteTimeout bounds each write
 	// instead (a client that stops reading), not the whole answer.
 	HTTPHeaderTimeout, HTTPBodyTimeout, HTTPIdleTimeout time.Duration
-	// MaxConnections caps open HTTP connections; at the cap the oldest one not in
-	// a request is closed for a new one, and when all are in requests the new one
-	// gets a 503. It is lowered to fit the process's file limit. 0 = no cap.
 	// HTTPWriteTimeout: a write to an HTTP client (an SSE event, an answer, in
 	// pieces of writePiece bytes) the client does not take within it fails, and the
 	// connection is closed with everything its request held. 0 = no bound.
 	HTTPWriteTimeout time.Duration
+	// MaxConnections caps open HTTP connections; at the cap the oldest one not in
+	// a request is closed for a new one, and when all are in requests the new one
+	// gets a 503. It is lowered to fit the process's file limit. 0 = no cap.
 	MaxConnections int
 	// MaxConcurrentRequests caps completions requests served at once; more get a
 	// 503 with Retry-After. 0 = no cap.
@@ -223,10 +223,10 @@ func DefaultConfig() Config {
 		HTTPHeaderTimeout:     10 * time.Second,
 		HTTPBodyTimeout:       30 * time.Second,
 		HTTPIdleTimeout:       2 * time.Minute,
+		HTTPWriteTimeout:      30 * time.Second,
 		MaxConnections:        8192,
 		MaxConcurrentRequests: 4096,
 		LBPolicy:              dispatcher.PolicyLeastLoaded,
-		HTTPWriteTimeout:      30 * time.Second,
 		KV:                    DefaultKVConfig(),
 		MaxLogprobs:           DefaultMaxLogprobs,
 		ShutdownTimeout:       30 * time.Second,
