@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/switchyard-llm/switchyard/vllmmetrics"
+	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

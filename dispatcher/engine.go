@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/vllmmetrics"
+	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

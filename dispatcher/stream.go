@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/vllmmetrics"
+	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

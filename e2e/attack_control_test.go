@@ -11,7 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	sy "github.com/switchyard-llm/switchyard/server"
+	sy "github.com/switchyard-llm/switchyard/internal/server"
 )
 
 // Unauthenticated flood: 100 connections, each sending a wrong token and 200

@@ -31,8 +31,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

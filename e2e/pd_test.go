@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/pytest"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

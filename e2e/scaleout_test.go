@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/etcdtest"
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/mockengine"
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )

@@ -8,9 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/memtransport"
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
-	"github.com/switchyard-llm/switchyard/transport/memtransport"
 )
 
 func bootstrappedConfig(t *testing.T, tr string, start, count, dp int) Config {

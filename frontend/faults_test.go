@@ -10,10 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/memtransport"
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
-	"github.com/switchyard-llm/switchyard/transport/memtransport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

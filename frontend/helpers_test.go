@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )

@@ -15,8 +15,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/memtransport"
 	"github.com/switchyard-llm/switchyard/transport"
-	"github.com/switchyard-llm/switchyard/transport/memtransport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

@@ -2,7 +2,7 @@
 // only package that imports zmq4.
 //
 // zmq4's sockets have defects that matter for a dispatcher (see
-// shared/spec/dependencies.md section 1): a ROUTER holds one write lock for all peers
+// docs/dependencies.md): a ROUTER holds one write lock for all peers
 // and has no write deadline, so one stalled peer blocks sends to every other peer;
 // received frames of any size are allocated; ZMTP PINGs reach the application and are
 // never answered; PULL reports every departed peer as io.EOF; duplicate identities are

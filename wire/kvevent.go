@@ -4,7 +4,7 @@ package wire
 // KVEventBatch of BlockStored, BlockRemoved and AllBlocksCleared, msgpack-encoded as
 // each release's classes declare them. The types here are the union of every
 // release's fields; KVEncoding names how one release lays them out. See
-// ../shared/spec/kv-routing.md for what switchyard does with them.
+// docs/routing.md for what switchyard does with them.
 
 import (
 	"encoding/binary"

@@ -11,11 +11,10 @@ import (
 	"testing"
 )
 
-// The KV-event golden payloads live with the shared specs, outside the repository:
-// ../../shared/fixtures/kv-events from this package. One file per vLLM release, each
+// The KV-event golden payloads in testdata/kv-events: one file per vLLM release, each
 // made by that release's own kv_events.py classes and msgspec.
 
-var kvFixtureDir = filepath.Join("..", "..", "shared", "fixtures", "kv-events")
+var kvFixtureDir = filepath.Join("testdata", "kv-events")
 
 // kvFixtureFile is one release's file.
 type kvFixtureFile struct {

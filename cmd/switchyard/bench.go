@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/internal/bench"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
-	"github.com/switchyard-llm/switchyard/cluster"
-	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/internal/cluster"
+	"github.com/switchyard-llm/switchyard/internal/server"
 )
 
 // clusterFlags are serve's scale-out flags (issue 15): several frontends

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v3"
 
-	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/internal/server"
 )
 
 // kvFlags are serve's cache-aware routing flags (--lb-policy kv and prefix).

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/internal/bench"
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
+	"github.com/switchyard-llm/switchyard/internal/server"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/mockengine"
-	"github.com/switchyard-llm/switchyard/server"
 	"github.com/switchyard-llm/switchyard/wire"
 	"go.uber.org/goleak"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/switchyard-llm/switchyard/bench"
-	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/internal/bench"
+	"github.com/switchyard-llm/switchyard/internal/server"
 )
 
 // pdFlags are serve's prefill/decode disaggregation flags (issue 14). The decode

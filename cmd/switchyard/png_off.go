@@ -5,7 +5,7 @@ package main
 import (
 	"errors"
 
-	"github.com/switchyard-llm/switchyard/bench"
+	"github.com/switchyard-llm/switchyard/internal/bench"
 )
 
 // writePNG refuses: the plotting library and its fonts are left out of the default

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchyard-llm/switchyard/bootstrap"
-	"github.com/switchyard-llm/switchyard/cluster"
+	"github.com/switchyard-llm/switchyard/internal/cluster"
 )
 
 // registryCommand is `switchyard registry`: the KV-transfer bootstrap registry alone,

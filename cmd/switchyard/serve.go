@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/internal/minitok"
-	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/internal/server"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/switchyard-llm/switchyard/internal/minitok"
-	"github.com/switchyard-llm/switchyard/model"
-	"github.com/switchyard-llm/switchyard/tokenizer"
+	"github.com/switchyard-llm/switchyard/internal/model"
+	"github.com/switchyard-llm/switchyard/internal/tokenizer"
 )
 
 // The embedded tokenizer loads, every corpus word is one token, and text round-trips.

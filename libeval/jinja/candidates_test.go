@@ -12,7 +12,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
 
-	"github.com/switchyard-llm/switchyard/chattemplate"
+	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 )
 
 // candidate renders one case the way its library is meant to be driven

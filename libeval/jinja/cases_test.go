@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/chattemplate"
+	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 

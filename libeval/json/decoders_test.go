@@ -8,7 +8,7 @@ import (
 	"github.com/bytedance/sonic"
 	goccy "github.com/goccy/go-json"
 
-	"github.com/switchyard-llm/switchyard/server"
+	"github.com/switchyard-llm/switchyard/internal/server"
 )
 
 // libReq is what a library decodes a completions body into: the server's

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	ours "github.com/switchyard-llm/switchyard/tokenizer"
+	ours "github.com/switchyard-llm/switchyard/internal/tokenizer"
 )
 
 // english is the paragraph tokenizer's BenchmarkEncodeEnglish repeats, 20

@@ -10,7 +10,7 @@ import (
 	sugar "github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/pretrained"
 
-	ours "github.com/switchyard-llm/switchyard/tokenizer"
+	ours "github.com/switchyard-llm/switchyard/internal/tokenizer"
 )
 
 // TestSugarme loads each model with github.com/sugarme/tokenizer v0.3.0 and

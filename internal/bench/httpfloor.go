@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/server"
+	"github.com/switchyard-llm/switchyard/transport"
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// HTTPFloor is the HTTP baseline of `switchyard bench --http`: the least an HTTP
+// frontend in Go can do for POST /v1/completions with token ids. It owns the engine
+// handshake like the relay, decodes the body with encoding/json, writes the ADD to an
+// engine (round-robin) from the handler's goroutine, and answers with the same JSON or
+// SSE bytes switchyard writes. Outputs are decoded (the floor must know whose they
+// are) by one receive goroutine and handed to the handler: once at the finish for a
+// JSON answer, once per output for SSE. No validation, no request table beyond a map,
+// no rank choice, no metrics: what switchyard pays above this is its own cost.
+type HTTPFloor struct {
+	lay         *wire.Layout
+	hs, in, out transport.Socket
+	ln          net.Listener
+	srv         *http.Server
+	engines     [][]byte
+	next        atomic.Uint64
+	mu          sync.Mutex
+	reqs        map[string]*floorReq
+	wg          sync.WaitGroup
+	created     int64
+	typAdd      []byte
+	bufs        sync.Pool
+	closeOnce   sync.Once
+	recvErr     error
+}
+
+// floorReq is one request in flight: tokens gathered for a JSON answer, or a channel
+// of outputs for SSE.
+type floorReq struct {
+	stream bool
+	tokens []int64
+	finish wire.FinishReason
+	done   chan struct{}              // JSON: closed at the finish
+	outs   chan wire.EngineCoreOutput // SSE: one per output
+}
+
+// HTTPFloorAddrs are what a floor binds: the HTTP listener, the handshake and the
+// engine input/output sockets.
+type HTTPFloorAddrs struct {
+	HTTP, Handshake, Input, Output string
+}
+
+// StartHTTPFloor binds the floor's sockets and serves HTTP once AwaitEngines is done.
+func StartHTTPFloor(ctx context.Context, lay *wire.Layout, a HTTPFloorAddrs) (*HTTPFloor, error) {
+	if lay == nil {
+		lay = wire.Native()
+	}
+	f := &HTTPFloor{lay: lay, reqs: map[string]*floorReq{}, created: time.Now().Unix(), typAdd: []byte{wire.RequestAdd}}
+	f.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+	var err error
+	open := func(kind transport.Kind, ep string) transport.Socket {
+		if err != nil {
+			return nil
+		}
+		var s transport.Socket
+		s, err = transport.ZMQ.Listen(ctx, kind, ep, transport.Options{})
+		return s
+	}
+	f.in = open(transport.Router, a.Input)
+	f.out = open(transport.Pull, a.Output)
+	f.hs = open(transport.Router, a.Handshake)
+	if err == nil {
+		f.ln, err = net.Listen("tcp", a.HTTP)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench http floor: %w", err)
+	}
+	return f, nil
+}
+
+// HandshakeAddr is where engines connect; HTTPAddr is host:port of the HTTP listener.
+func (f *HTTPFloor) HandshakeAddr() string { return f.hs.Addr() }
+
+// HTTPAddr is the bound HTTP address (host:port).
+func (f *HTTPFloor) HTTPAddr() string { return f.ln.Addr().String() }
+
+// AwaitEngines runs the handshake with n engines, then starts the output receiver
+// and the HTTP server.
+func (f *HTTPFloor) AwaitEngines(ctx context.Context, n int) error {
+	if err := acceptEngines(ctx, f.hs, f.in, n, f.in.Addr(), f.out.Addr()); err != nil {
+		return fmt.Errorf("bench http floor: %w", err)
+	}
+	for i := range n {
+		f.engines = append(f.engines, wire.IdentityOf(i).Bytes())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", f.completions)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	f.wg.Add(2)
+	go f.receive()
+	go func() {
+		defer f.wg.Done()
+		_ = f.srv.Serve(f.ln)
+	}()
+	return nil
+}
+
+// floorBody is the part of the completion body the floor reads.
+type floorBody struct {
+	Model     string  `json:"model"`
+	Prompt    []int64 `json:"prompt"`
+	MaxTokens int64   `json:"max_tokens"`
+	Stream    bool    `json:"stream"`
+	IgnoreEOS bool    `json:"ignore_eos"`
+	RequestID string  `json:"request_id"`
+}
+
+func (f *HTTPFloor) completions(w http.ResponseWriter, r *http.Request) {
+	var body floorBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Prompt) == 0 {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	if body.MaxTokens <= 0 {
+		body.MaxTokens = 16
+	}
+	id := body.RequestID
+	if id == "" {
+		id = "cmpl-" + strconv.FormatUint(f.next.Load(), 10)
+	}
+	q := &floorReq{stream: body.Stream}
+	if body.Stream {
+		q.outs = make(chan wire.EngineCoreOutput, body.MaxTokens+1)
+	} else {
+		q.done = make(chan struct{})
+	}
+	f.mu.Lock()
+	f.reqs[id] = q
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.reqs, id)
+		f.mu.Unlock()
+	}()
+	sp := wire.DefaultSamplingParams()
+	sp.MaxTokens = wire.SomeInt(body.MaxTokens)
+	sp.IgnoreEOS = body.IgnoreEOS
+	sp.Normalize()
+	req := wire.EngineCoreRequest{RequestID: id, PromptTokenIDs: body.Prompt, Sampling: &sp,
+		ArrivalTime: float64(time.Now().UnixNano()) / 1e9}
+	bp := f.bufs.Get().(*[]byte)
+	defer f.bufs.Put(bp)
+	msg, aux, err := f.lay.AppendAdd((*bp)[:0], &req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	*bp = msg
+	eng := f.engines[f.next.Add(1)%uint64(len(f.engines))]
+	if err := f.in.Send(append([][]byte{eng, f.typAdd, msg}, aux...)...); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if body.Stream {
+		f.stream(w, r, q, id, body, len(body.Prompt))
+		return
+	}
+	select {
+	case <-q.done:
+	case <-r.Context().Done():
+		return
+	}
+	resp := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+		Choices: []server.Choice{{TokenIDs: q.tokens, FinishReason: finishName(q.finish)}},
+		Usage:   &server.Usage{PromptTokens: len(body.Prompt), CompletionTokens: len(q.tokens), TotalTokens: len(body.Prompt) + len(q.tokens)}}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// stream writes one SSE chunk per output, then [DONE].
+func (f *HTTPFloor) stream(w http.ResponseWriter, r *http.Request, q *floorReq, id string, body floorBody, prompt int) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	for {
+		var o wire.EngineCoreOutput
+		select {
+		case o = <-q.outs:
+		case <-r.Context().Done():
+			return
+		}
+		ch := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+			Choices: []server.Choice{{TokenIDs: o.NewTokenIDs, FinishReason: finishName(o.FinishReason)}}}
+		b, _ := json.Marshal(ch)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if o.Finished() {
+			break
+		}
+	}
+	if _, err := w.Write([]byte("data: [DONE]\n\n")); err == nil && fl != nil {
+		fl.Flush()
+	}
+}
+
+func finishName(r wire.FinishReason) *string {
+	if r == wire.FinishNone {
+		return nil
+	}
+	s := r.String()
+	return &s
+}
+
+// receive decodes engine outputs and hands each to its request.
+func (f *HTTPFloor) receive() {
+	defer f.wg.Done()
+	dec := wire.OutputsDecoder{Layout: f.lay}
+	var outs wire.EngineCoreOutputs
+	for {
+		msg, err := f.out.Recv()
+		if errors.Is(err, transport.ErrPeerLeft) {
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, transport.ErrClosed) {
+				f.recvErr = err
+			}
+			return
+		}
+		if err := dec.Decode(msg, &outs); err != nil {
+			continue
+		}
+		for i := range outs.Outputs {
+			o := &outs.Outputs[i]
+			f.mu.Lock()
+			q := f.reqs[o.RequestID]
+			f.mu.Unlock()
+			if q == nil {
+				continue
+			}
+			if q.stream {
+				c := *o
+				c.NewTokenIDs = append([]int64(nil), o.NewTokenIDs...) // the decoder reuses its arrays
+				select {
+				case q.outs <- c:
+				default: // the handler is gone or far behind: the floor drops, it does not block
+				}
+				continue
+			}
+			q.tokens = append(q.tokens, o.NewTokenIDs...)
+			if o.Finished() {
+				q.finish = o.FinishReason
+				close(q.done)
+			}
+		}
+	}
+}
+
+// Close stops the HTTP server and closes the sockets.
+func (f *HTTPFloor) Close() error {
+	f.closeOnce.Do(func() {
+		if f.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = f.srv.Shutdown(ctx)
+			cancel()
+		} else if f.ln != nil {
+			f.ln.Close()
+		}
+		for _, s := range []transport.Socket{f.hs, f.in, f.out} {
+			if s != nil {
+				s.Close()
+			}
+		}
+		f.wg.Wait()
+	})
+	return f.recvErr
+}
