@@ -1,6 +1,6 @@
 package e2e
 
-// The standing attack suite, client-protocol side (issue 17): malformed msgpack,
+// The standing attack suite, client-protocol side: malformed msgpack,
 // frames past the size bound, deep nesting, huge request ids, negative call ids and
 // clients that vanish mid-request, each against a serve process with a
 // well-behaved msgpack client beside it that must lose nothing.

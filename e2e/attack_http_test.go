@@ -1,6 +1,6 @@
 package e2e
 
-// The standing attack suite, HTTP side (issue 17). Each attack runs against its own
+// The standing attack suite, HTTP side. Each attack runs against its own
 // serve process with lowered limits, bounded in count and time, on loopback only;
 // a well-behaved client runs beside it and must lose nothing; afterwards the
 // process must still serve and its RSS, fds and goroutines come back near the

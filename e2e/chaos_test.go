@@ -1,6 +1,6 @@
 package e2e
 
-// The chaos test (issue 18): four mock-engine processes under a steady load of
+// The chaos test: four mock-engine processes under a steady load of
 // streaming and non-streaming completions over HTTP and requests over the msgpack
 // client protocol, and a fault every few hundred ms chosen at random: SIGKILL, or a
 // fault the engine triggers on a signal (ENGINE_CORE_DEAD, garbage output, a

@@ -10,16 +10,16 @@ import (
 // nowWriter lets a submitter write its own message when the engine's writer is
 // idle and nothing is queued, saving the hand-off to the writer goroutine: on a
 // busy machine that hand-off is a run-queue wait, tens of microseconds of every
-// request's time to first token (issue 13's trace: the largest scheduling delay
-// on the dispatch path).
+// request's time to first token (in a runtime trace of the bench, the largest
+// scheduling delay on the dispatch path).
 //
 // It never waits on the engine. The write is transport.SendBatchNow's single
 // non-blocking write: bytes the kernel does not take at once are finished by the
 // connection, and a connection with a write in progress refuses, so the message
 // takes the queue and the watchdog sees any write that hangs. A submitter may hold
 // its request's lock here, which the engine sweeps need, so waiting is never an
-// option (issue 13 tried a blocking write and a frozen engine then held up the
-// other engines' failure handling). A failed write is not handled here either:
+// option (with a blocking write, a frozen engine would hold up the other
+// engines' failure handling). A failed write is not handled here either:
 // the message is queued and the writer, which marks engines down, meets the
 // error.
 type nowWriter struct {

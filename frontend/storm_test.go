@@ -53,11 +53,10 @@ func helloStorm(f *Frontend, rank, workers int, withReady bool, stop <-chan stru
 }
 
 // A storm of HELLO-and-hang-ups as rank 0 (HELLO alone, or HELLO and READY)
-// must not keep the real engine out (issue 17): a libzmq engine sends HELLO
-// once. It used to be refused as a duplicate identity after its handshake had
-// consumed its HELLO, to take a dead generation's INIT meant for a storm
-// connection, or to be refused as "already live" while a HELLO-and-READY
-// generation waited out PhaseTimeout; it never came up in 15 s.
+// must not keep the real engine out: a libzmq engine sends HELLO once. It must
+// not be refused as a duplicate identity after its handshake consumed its HELLO,
+// take a dead generation's INIT meant for a storm connection, or be refused as
+// "already live" while a HELLO-and-READY generation waits out PhaseTimeout.
 func TestHelloStorm(t *testing.T) {
 	for _, withReady := range []bool{false, true} {
 		t.Run(map[bool]string{false: "hello", true: "hello-ready"}[withReady], func(t *testing.T) {

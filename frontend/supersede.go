@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// A HELLO storm (issue 17): anyone who reaches the handshake address can send
+// A HELLO storm: anyone who reaches the handshake address can send
 // HELLO and READY as a rank and hang up. The generation that creates waits for
 // a registration that never comes, until PhaseTimeout (10 minutes), and the
 // real engine's HELLO would be refused as "already live" meanwhile: vLLM sends

@@ -230,7 +230,7 @@ func benchEngineCommand() *cli.Command {
 	}
 }
 
-// httpDefaults gives --http the shape of issue 13's measurement for every flag the
+// httpDefaults gives --http the shape of its targets' measurement for every flag the
 // command line left unset.
 func httpDefaults(cmd *cli.Command, cfg *bench.Config) {
 	set := func(name string, f func()) {

@@ -42,7 +42,7 @@ type Report struct {
 	KV         map[string]*KVPolicy `json:"kv,omitempty"`
 	KVWorkload *KVWorkloadFigures   `json:"kv_workload,omitempty"`
 
-	// Targets checks the figures against issue #6's targets where this run's shape
+	// Targets checks the figures against the targets where this run's shape
 	// matches the target's scenario.
 	Targets []Target `json:"targets,omitempty"`
 
@@ -145,7 +145,7 @@ type Memory struct {
 	SwitchyardGoroutinesAtTop int     `json:"switchyard_goroutines_at_top"`
 }
 
-// Target is one of issue #6's targets checked against this run.
+// Target is one of the targets checked against this run.
 type Target struct {
 	Name string  `json:"name"`
 	Want string  `json:"want"`

@@ -179,7 +179,7 @@ func printWarnings(w io.Writer, ws []string) {
 
 // printTargets states each target: met or MISSED only over repeated runs (how many
 // held, and each run's figure); a single run's comparison is shown, not judged.
-func printTargets(w io.Writer, ts []Target) { printTargetsUnder(w, "targets (issue #6)", ts) }
+func printTargets(w io.Writer, ts []Target) { printTargetsUnder(w, "targets", ts) }
 
 // printTargetsUnder is printTargets under a heading of its own.
 func printTargetsUnder(w io.Writer, heading string, ts []Target) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// checkTargets states issue #6's targets that this run's shape can speak to. A target
+// checkTargets states the targets that this run's shape can speak to. A target
 // is only checked on its own scenario; other runs report none rather than a
 // misleading pass or fail.
 func checkTargets(r *Report) []Target {
@@ -56,7 +56,7 @@ func checkTargets(r *Report) []Target {
 	return ts
 }
 
-// httpTargets are issue #13's goals for the HTTP path against the floor, per answer
+// httpTargets are the goals for the HTTP path against the floor, per answer
 // shape.
 func httpTargets(h *HTTPReport) []Target {
 	if h == nil {
