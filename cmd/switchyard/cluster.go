@@ -19,30 +19,38 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/server"
 )
 
-// clusterFlags are serve's scale-out flags (issue 15): several frontends
-// over one engine fleet, coordinated through etcd.
-func clusterFlags() []cli.Flag {
+// clusterOptions are serve's scale-out flags: several frontends over one
+// engine fleet, coordinated through etcd.
+type clusterOptions struct {
+	endpoints                     []string
+	prefix, name                  string
+	frontends, leaseTTL           int
+	coordinatorIn, coordinatorOut string
+}
+
+// flags binds the scale-out flags to o.
+func (o *clusterOptions) flags() []cli.Flag {
 	const cat = "scale-out (several frontends, etcd)"
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "etcd-endpoints", Category: cat,
+		&cli.StringSliceFlag{Name: "etcd-endpoints", Destination: &o.endpoints, Category: cat,
 			Usage:   "etcd client URLs (repeatable or comma-separated); set, this frontend is one of several: --handshake-address is bound only by the elected leader, --input-address/--output-address are this frontend's own, the registry lives in etcd",
 			Sources: cli.EnvVars("SWITCHYARD_ETCD_ENDPOINTS")},
-		&cli.StringFlag{Name: "etcd-prefix", Category: cat, Value: cluster.DefaultPrefix,
+		&cli.StringFlag{Name: "etcd-prefix", Destination: &o.prefix, Category: cat, Value: cluster.DefaultPrefix,
 			Usage:   "key prefix of this deployment in etcd",
 			Sources: cli.EnvVars("SWITCHYARD_ETCD_PREFIX")},
-		&cli.StringFlag{Name: "frontend-name", Category: cat,
+		&cli.StringFlag{Name: "frontend-name", Destination: &o.name, Category: cat,
 			Usage:   "this frontend's stable name; its client index is bound to it (default: host name)",
 			Sources: cli.EnvVars("SWITCHYARD_FRONTEND_NAME")},
-		&cli.IntFlag{Name: "frontends", Category: cat, Value: 1,
+		&cli.IntFlag{Name: "frontends", Destination: &o.frontends, Category: cat, Value: 1,
 			Usage:   "how many frontends every engine's INIT lists (vLLM's --api-server-count): engine HELLOs wait until that many have joined",
 			Sources: cli.EnvVars("SWITCHYARD_FRONTENDS")},
-		&cli.IntFlag{Name: "etcd-lease-ttl", Category: cat, Value: cluster.DefaultTTL,
+		&cli.IntFlag{Name: "etcd-lease-ttl", Destination: &o.leaseTTL, Category: cat, Value: cluster.DefaultTTL,
 			Usage:   "seconds: a frontend that stops renewing is gone, and loses the leadership, this long after",
 			Sources: cli.EnvVars("SWITCHYARD_ETCD_LEASE_TTL")},
-		&cli.StringFlag{Name: "coordinator-input-address", Category: cat,
+		&cli.StringFlag{Name: "coordinator-input-address", Destination: &o.coordinatorIn, Category: cat,
 			Usage:   "tcp://HOST:PORT of the DP coordinator's engine-facing XPUB, bound by the leader (the same on every frontend)",
 			Sources: cli.EnvVars("SWITCHYARD_COORDINATOR_INPUT_ADDRESS")},
-		&cli.StringFlag{Name: "coordinator-output-address", Category: cat,
+		&cli.StringFlag{Name: "coordinator-output-address", Destination: &o.coordinatorOut, Category: cat,
 			Usage:   "tcp://HOST:PORT of the DP coordinator's engine-facing PULL, bound by the leader (the same on every frontend)",
 			Sources: cli.EnvVars("SWITCHYARD_COORDINATOR_OUTPUT_ADDRESS")},
 	}
@@ -62,15 +70,15 @@ type scaleOut struct {
 // cfg into one client of several: bootstrapped on its own input and output,
 // following the leader's coordinator, its registry in etcd. nil without
 // --etcd-endpoints: everything behaves as before.
-func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log *slog.Logger) (*scaleOut, error) {
-	eps := cmd.StringSlice("etcd-endpoints")
+func setupCluster(ctx context.Context, o *clusterOptions, cfg *server.Config, log *slog.Logger) (*scaleOut, error) {
+	eps := o.endpoints
 	if len(eps) == 0 {
 		return nil, nil
 	}
 	switch {
-	case cmd.Int("frontends") < 1:
+	case o.frontends < 1:
 		return nil, errors.New("--frontends must be at least 1")
-	case cmd.Int("etcd-lease-ttl") < 1:
+	case o.leaseTTL < 1:
 		return nil, errors.New("--etcd-lease-ttl must be at least 1 (seconds)")
 	case cfg.HandshakeAddress == "":
 		return nil, errors.New("--etcd-endpoints needs --handshake-address: the engines' handshake address, bound by whichever frontend leads")
@@ -82,11 +90,11 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 		return nil, errors.New("--etcd-endpoints: every frontend serves every rank; drop --data-parallel-start-rank/--data-parallel-size-local")
 	}
 	ranks := cfg.DataParallelSize
-	coIn, coOut, coPub := cmd.String("coordinator-input-address"), cmd.String("coordinator-output-address"), cfg.CoordinatorPublishAddress
+	coIn, coOut, coPub := o.coordinatorIn, o.coordinatorOut, cfg.CoordinatorPublishAddress
 	if ranks > 1 && (coIn == "" || coOut == "" || coPub == "") {
 		return nil, errors.New("--etcd-endpoints with --data-parallel-size > 1 needs --coordinator-input-address, --coordinator-output-address and --coordinator-publish-address: the leader's coordinator binds them, and they must stay the same when another frontend takes over")
 	}
-	name := cmd.String("frontend-name")
+	name := o.name
 	if name == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -98,13 +106,13 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 	if err != nil {
 		return nil, fmt.Errorf("--etcd-endpoints: %w", err)
 	}
-	prefix := cmd.String("etcd-prefix")
+	prefix := o.prefix
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	member, err := cluster.Join(jctx, cluster.Config{
 		Client: cli, Prefix: prefix, Name: name,
 		Input: cfg.InputAddress, Output: cfg.OutputAddress, HTTP: cfg.HTTPAddress,
-		TTL: int(cmd.Int("etcd-lease-ttl")), Logger: log,
+		TTL: o.leaseTTL, Logger: log,
 	})
 	if err != nil {
 		cli.Close()
@@ -115,7 +123,7 @@ func setupCluster(ctx context.Context, cmd *cli.Command, cfg *server.Config, log
 		HandshakeAddress: cfg.HandshakeAddress,
 		CoordinatorInput: coIn, CoordinatorOutput: coOut, CoordinatorPublish: coPub,
 		DataParallelSize: ranks,
-		Frontends:        int(cmd.Int("frontends")),
+		Frontends:        o.frontends,
 		EnableWaves:      cfg.EnableWaves,
 		Table:            member.Table,
 		Logger:           log,

@@ -73,11 +73,12 @@ func rootCommand() *cli.Command {
 			},
 		},
 		Commands: []*cli.Command{
-			withMockScript(serveCommand(), "mock-engine-script", "engines"),
-			withMockScript(mockEngineCommand(), "script", ""),
+			serveCommand(),
+			mockEngineCommand(),
 			vllmLayoutScriptCommand(),
 			benchCommand(),
 			registryCommand(),
+			docsCommand(),
 		},
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -19,7 +21,16 @@ import (
 // serveCommand is `switchyard serve`: the daemon. Flag names follow vLLM's where vLLM
 // has one; every flag a deployment sets has a SWITCHYARD_* variable too.
 func serveCommand() *cli.Command {
-	def := server.DefaultConfig()
+	o := &serveOptions{cfg: server.DefaultConfig()}
+	c, def := &o.cfg, server.DefaultConfig()
+	// Read after parsing with IsSet: a model directory's own values apply unless set.
+	o.eosFlag = &cli.StringFlag{Name: "eos-token-id", Destination: &o.eos, Category: "requests",
+		Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
+			"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
+		Sources: cli.EnvVars("SWITCHYARD_EOS_TOKEN_ID")}
+	o.vocabFlag = &cli.Int64Flag{Name: "vocab-size", Destination: &c.VocabSize, Category: "requests",
+		Usage:   "the model's vocabulary size: requests carrying a token id >= N (prompt, stop_token_ids, allowed_token_ids, logit_bias, bad words) are refused; 0 = unchecked",
+		Sources: cli.EnvVars("SWITCHYARD_VOCAB_SIZE")}
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the frontend: engines connect to it, clients send it requests",
@@ -30,299 +41,221 @@ func serveCommand() *cli.Command {
 			"SIGTERM or SIGINT: stop accepting, let in-flight requests finish for up to\n" +
 			"--shutdown-timeout, abort the rest, close every socket, exit 0.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "handshake-address", Category: "engines",
+			&cli.StringFlag{Name: "handshake-address", Destination: &c.HandshakeAddress, Category: "engines",
 				Usage:   "tcp://HOST:PORT bound for the engines' HELLO/READY handshake; empty starts built-in mock engines instead",
 				Sources: cli.EnvVars("SWITCHYARD_HANDSHAKE_ADDRESS")},
-			&cli.IntFlag{Name: "data-parallel-size", Category: "engines", Value: 1,
+			&cli.IntFlag{Name: "data-parallel-size", Destination: &c.DataParallelSize, Category: "engines", Value: def.DataParallelSize,
 				Usage:   "number of engine ranks expected on --handshake-address (ranks 0..N-1), or the deployment's total size when bootstrapped",
 				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_SIZE")},
-			&cli.StringFlag{Name: "input-address", Category: "engines (bootstrapped)",
+			&cli.StringFlag{Name: "input-address", Destination: &c.InputAddress, Category: "engines (bootstrapped)",
 				Usage:   "bootstrapped mode: a launcher already did the handshake and gave the engines this input address (tcp:// or ipc://), which serve binds (ROUTER); needs --output-address",
 				Sources: cli.EnvVars("SWITCHYARD_INPUT_ADDRESS")},
-			&cli.StringFlag{Name: "output-address", Category: "engines (bootstrapped)",
+			&cli.StringFlag{Name: "output-address", Destination: &c.OutputAddress, Category: "engines (bootstrapped)",
 				Usage: "bootstrapped mode: the engines' output address, bound as one PULL shared by every engine; an ENGINE_CORE_DEAD or undecodable message on it " +
 					"cannot be attributed to a rank and fails every engine on it",
 				Sources: cli.EnvVars("SWITCHYARD_OUTPUT_ADDRESS")},
-			&cli.IntFlag{Name: "data-parallel-start-rank", Category: "engines (bootstrapped)",
+			&cli.IntFlag{Name: "data-parallel-start-rank", Destination: &c.StartRank, Category: "engines (bootstrapped)",
 				Usage:   "bootstrapped mode: the first rank that registers (vLLM's --data-parallel-start-rank)",
 				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_START_RANK")},
-			&cli.IntFlag{Name: "data-parallel-size-local", Category: "engines (bootstrapped)",
+			&cli.IntFlag{Name: "data-parallel-size-local", Destination: &c.LocalRanks, Category: "engines (bootstrapped)",
 				Usage:   "bootstrapped mode: how many ranks from --data-parallel-start-rank register (vLLM's name); 0 = the rest up to --data-parallel-size",
 				Sources: cli.EnvVars("SWITCHYARD_DATA_PARALLEL_SIZE_LOCAL")},
-			&cli.IntFlag{Name: "mock-engines", Category: "engines", Value: def.MockEngines,
+			&cli.IntFlag{Name: "mock-engines", Destination: &c.MockEngines, Category: "engines", Value: def.MockEngines,
 				Usage:   "built-in mock engine cores started when --handshake-address is empty (ranks 0..N-1 over ipc)",
 				Sources: cli.EnvVars("SWITCHYARD_MOCK_ENGINES")},
-			&cli.StringFlag{Name: "engine-transport", Category: "engines", Value: def.EngineTransport,
+			&cli.StringFlag{Name: "engine-transport", Destination: &c.EngineTransport, Category: "engines", Value: def.EngineTransport,
 				Usage:   "transport of the engine-facing input/output sockets: ipc (same host) or tcp",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_TRANSPORT")},
-			&cli.StringFlag{Name: "engine-bind-host", Category: "engines", Value: def.EngineBindHost,
+			&cli.StringFlag{Name: "engine-bind-host", Destination: &c.EngineBindHost, Category: "engines", Value: def.EngineBindHost,
 				Usage:   "with --engine-transport tcp: the host the engine input/output sockets bind and hand to engines; engines on other hosts must reach it",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_BIND_HOST")},
-			&cli.StringSliceFlag{Name: "vllm-layout", Category: "engines",
+			&cli.StringSliceFlag{Name: "vllm-layout", Destination: &o.layouts, Category: "engines",
 				Usage: "FILE written by switchyard vllm-layout-script on an engine host (repeatable; tried before the built-in layouts), " +
 					"or the name of a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") forced on engines that report no version or one no layout places",
 				Sources: cli.EnvVars("SWITCHYARD_VLLM_LAYOUT")},
-			&cli.StringFlag{Name: "mock-engine-layouts", Category: "mock engines",
+			&cli.StringFlag{Name: "mock-engine-layouts", Destination: &o.mockLayouts, Category: "mock engines",
 				Usage: "vLLM layouts the built-in mock engines speak, comma-separated, one per rank and repeated (e.g. v0.18,newest: a rolling upgrade); default newest"},
-			&cli.FloatFlag{Name: "step-ms", Category: "mock engines", Value: durationMS(def.MockStep),
+			&cli.FloatFlag{Name: "step-ms", Destination: &o.stepMS, Category: "mock engines", Value: durationMS(def.MockStep),
 				Usage: "milliseconds between two steps of the built-in mock engines (fractions allowed)"},
-			&cli.IntFlag{Name: "tokens-per-step", Category: "mock engines", Value: def.MockTokensPerStep,
+			&cli.IntFlag{Name: "tokens-per-step", Destination: &c.MockTokensPerStep, Category: "mock engines", Value: def.MockTokensPerStep,
 				Usage: "tokens each built-in mock engine emits per request per step"},
-			&cli.StringFlag{Name: "http-address", Category: "clients", Value: def.HTTPAddress,
+			&cli.StringFlag{Name: "http-address", Destination: &c.HTTPAddress, Category: "clients", Value: def.HTTPAddress,
 				Usage:   "HOST:PORT of the HTTP API (/v1/completions, /v1/engines, /health, /metrics)",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_ADDRESS")},
-			&cli.StringFlag{Name: "client-address", Category: "clients", Value: def.ClientAddress,
+			&cli.StringFlag{Name: "client-address", Destination: &c.ClientAddress, Category: "clients", Value: def.ClientAddress,
 				Usage:   "ZeroMQ ROUTER endpoint for msgpack clients (tcp:// or ipc://); empty disables it",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_ADDRESS")},
-			&cli.DurationFlag{Name: "client-timeout", Category: "clients", Value: def.ClientTimeout,
+			&cli.DurationFlag{Name: "client-timeout", Destination: &c.ClientTimeout, Category: "clients", Value: def.ClientTimeout,
 				Usage:   "a msgpack client with live requests that sends nothing for this long is gone: its requests are aborted (0 = only a dropped connection counts)",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_TIMEOUT")},
-			&cli.Int64Flag{Name: "max-body-bytes", Category: "limits", Value: def.MaxBodyBytes,
+			&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Category: "limits", Value: def.MaxBodyBytes,
 				Usage:   "largest HTTP request body; a larger one is a 413, refused before it is read (so before 100 Continue)",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_BODY_BYTES")},
-			&cli.DurationFlag{Name: "http-header-timeout", Category: "limits", Value: def.HTTPHeaderTimeout,
+			&cli.DurationFlag{Name: "http-header-timeout", Destination: &c.HTTPHeaderTimeout, Category: "limits", Value: def.HTTPHeaderTimeout,
 				Usage:   "time a client has to send a request's headers (slowloris); 0 = none",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_HEADER_TIMEOUT")},
-			&cli.DurationFlag{Name: "http-body-timeout", Category: "limits", Value: def.HTTPBodyTimeout,
+			&cli.DurationFlag{Name: "http-body-timeout", Destination: &c.HTTPBodyTimeout, Category: "limits", Value: def.HTTPBodyTimeout,
 				Usage:   "time a client has to send a request's body, a chunked one included; later is a 408; 0 = none",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_BODY_TIMEOUT")},
-			&cli.DurationFlag{Name: "http-idle-timeout", Category: "limits", Value: def.HTTPIdleTimeout,
+			&cli.DurationFlag{Name: "http-idle-timeout", Destination: &c.HTTPIdleTimeout, Category: "limits", Value: def.HTTPIdleTimeout,
 				Usage:   "how long a keep-alive connection may wait for its next request; 0 = none",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_IDLE_TIMEOUT")},
-			&cli.DurationFlag{Name: "http-write-timeout", Category: "limits", Value: def.HTTPWriteTimeout,
+			&cli.DurationFlag{Name: "http-write-timeout", Destination: &c.HTTPWriteTimeout, Category: "limits", Value: def.HTTPWriteTimeout,
 				Usage: "a write to an HTTP client (an SSE event, an answer) it does not take within this fails: the connection closes " +
 					"and its request is aborted, freeing its slot; per write, not the whole answer; 0 = none",
 				Sources: cli.EnvVars("SWITCHYARD_HTTP_WRITE_TIMEOUT")},
-			&cli.IntFlag{Name: "max-connections", Category: "limits", Value: def.MaxConnections,
+			&cli.IntFlag{Name: "max-connections", Destination: &c.MaxConnections, Category: "limits", Value: def.MaxConnections,
 				Usage: "open HTTP connections; at the cap the oldest one not in a request is closed for a new one, and when all are in requests " +
 					"the new one gets a 503; lowered to fit the open-file limit; 0 = no cap",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_CONNECTIONS")},
-			&cli.IntFlag{Name: "max-concurrent-requests", Category: "limits", Value: def.MaxConcurrentRequests,
+			&cli.IntFlag{Name: "max-concurrent-requests", Destination: &c.MaxConcurrentRequests, Category: "limits", Value: def.MaxConcurrentRequests,
 				Usage:   "completions requests served at once over HTTP; more get a 503 with Retry-After: 1; 0 = no cap",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_CONCURRENT_REQUESTS")},
-			&cli.IntFlag{Name: "client-max-frame-bytes", Category: "limits", Value: def.ClientMaxFrameBytes,
+			&cli.IntFlag{Name: "client-max-frame-bytes", Destination: &c.ClientMaxFrameBytes, Category: "limits", Value: def.ClientMaxFrameBytes,
 				Usage:   "largest frame a msgpack client may send; a client that sends more is disconnected before it is read",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_FRAME_BYTES")},
-			&cli.IntFlag{Name: "client-max-message-bytes", Category: "limits", Value: def.ClientMaxMessageBytes,
+			&cli.IntFlag{Name: "client-max-message-bytes", Destination: &c.ClientMaxMessageBytes, Category: "limits", Value: def.ClientMaxMessageBytes,
 				Usage:   "largest message (all its frames) a msgpack client may send; a client that sends more is disconnected",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_MESSAGE_BYTES")},
-			&cli.IntFlag{Name: "client-max-connections", Category: "limits", Value: def.ClientMaxConnections,
+			&cli.IntFlag{Name: "client-max-connections", Destination: &c.ClientMaxConnections, Category: "limits", Value: def.ClientMaxConnections,
 				Usage:   "msgpack client connections (a handshaking one counts); more are closed as they are accepted; 0 = no cap",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_MAX_CONNECTIONS")},
-			&cli.StringSliceFlag{Name: "api-key", Category: "clients",
+			&cli.StringSliceFlag{Name: "api-key", Destination: &c.APIKeys, Category: "clients",
 				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
 					"/health and /metrics stay open",
 				Sources: cli.EnvVars("SWITCHYARD_API_KEY", "VLLM_API_KEY")},
-			&cli.StringFlag{Name: "client-token", Category: "clients",
+			&cli.StringFlag{Name: "client-token", Destination: &c.ClientToken, Category: "clients",
 				Usage: "token a msgpack client must present on each connection ([AUTH 0x10, msgpack token]) before any request is served; " +
 					"required with --api-key when --client-address is not loopback",
 				Sources: cli.EnvVars("SWITCHYARD_CLIENT_TOKEN")},
-			&cli.StringFlag{Name: "admin-token", Category: "clients",
+			&cli.StringFlag{Name: "admin-token", Destination: &c.AdminToken, Category: "clients",
 				Usage:   "bearer token required by the admin endpoints POST /v1/engines/{rank}/drain and .../undrain (--api-key does not apply to them)",
 				Sources: cli.EnvVars("SWITCHYARD_ADMIN_TOKEN")},
-			&cli.StringSliceFlag{Name: "admin-allow", Category: "clients",
+			&cli.StringSliceFlag{Name: "admin-allow", Destination: &c.AdminNetworks, Category: "clients",
 				Usage:   "CIDR or IP allowed to call the admin endpoints (repeatable); default loopback only; a non-loopback network requires --admin-token",
 				Sources: cli.EnvVars("SWITCHYARD_ADMIN_ALLOW")},
-			&cli.StringFlag{Name: "tokenizer", Aliases: []string{"model"}, Category: "text",
+			&cli.StringFlag{Name: "tokenizer", Destination: &o.tokenizer, Aliases: []string{"model"}, Category: "text",
 				Usage: "local model directory (what vLLM is given as MODEL) holding tokenizer.json, tokenizer_config.json and, when present, generation_config.json and config.json: " +
 					"serve then takes and returns text (string prompts, /v1/chat/completions, stop strings, logprobs, /tokenize), and the EOS ids and vocabulary size come from it. Nothing is downloaded",
 				Sources: cli.EnvVars("SWITCHYARD_TOKENIZER")},
-			&cli.BoolFlag{Name: "mock-words", Category: "text", Value: true,
+			&cli.BoolFlag{Name: "mock-words", Destination: &o.mockWords, Category: "text", Value: true,
 				Usage: "embedded default only (built-in mock engines, no --tokenizer): a small tokenizer built into the binary gives text requests (string prompts, chat) text, " +
 					"and the mock engines answer them with words; token-id requests are answered exactly as without a tokenizer. false = token ids only",
 				Sources: cli.EnvVars("SWITCHYARD_MOCK_WORDS")},
-			&cli.StringFlag{Name: "generation-config", Category: "text", Value: "auto",
+			&cli.StringFlag{Name: "generation-config", Destination: &o.generationConfig, Category: "text", Value: "auto",
 				Usage: "auto: the model directory's generation_config.json sampling defaults (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens) apply to the fields a request leaves out, as vLLM's default; " +
 					"vllm: vLLM's own defaults only",
 				Sources: cli.EnvVars("SWITCHYARD_GENERATION_CONFIG")},
-			&cli.StringFlag{Name: "chat-template", Category: "text",
+			&cli.StringFlag{Name: "chat-template", Destination: &o.chatTemplate, Category: "text",
 				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
 				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
-			&cli.BoolFlag{Name: "trust-request-chat-template", Category: "text",
+			&cli.BoolFlag{Name: "trust-request-chat-template", Destination: &o.trustChatTemplate, Category: "text",
 				Usage: "let requests bring their own chat template (chat_template, chat_template_kwargs.chat_template); without it such a request is a 400, as vLLM's flag of the same name. " +
 					"A template is code: only trust clients that may run code on this host",
 				Sources: cli.EnvVars("SWITCHYARD_TRUST_REQUEST_CHAT_TEMPLATE")},
-			&cli.StringFlag{Name: "served-model-name", Category: "requests",
+			&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Category: "requests",
 				Usage: "the model's name in /v1/models, in answers and in the model_name label of the vllm:* metrics (vLLM's --served-model-name); a request naming another model is a 404 with --tokenizer. " +
 					"Default: the --tokenizer directory's base name, else " + server.DefaultServedModelName,
 				Sources: cli.EnvVars("SWITCHYARD_SERVED_MODEL_NAME")},
-			&cli.StringFlag{Name: "eos-token-id", Category: "requests",
-				Usage: "the model's EOS token id(s), comma-separated, primary first (e.g. the generation config's eos_token_id list): " +
-					"the primary is sent as _eos_token_id, the others join stop_token_ids and _all_stop_token_ids; empty or -1 = none (requests are sent with ignore_eos and run to max_tokens)",
-				Sources: cli.EnvVars("SWITCHYARD_EOS_TOKEN_ID")},
-			&cli.Int64Flag{Name: "vocab-size", Category: "requests",
-				Usage:   "the model's vocabulary size: requests carrying a token id >= N (prompt, stop_token_ids, allowed_token_ids, logit_bias, bad words) are refused; 0 = unchecked",
-				Sources: cli.EnvVars("SWITCHYARD_VOCAB_SIZE")},
-			&cli.Int64Flag{Name: "max-logprobs", Category: "requests", Value: def.MaxLogprobs,
+			o.eosFlag,
+
+			o.vocabFlag,
+
+			&cli.Int64Flag{Name: "max-logprobs", Destination: &c.MaxLogprobs, Category: "requests", Value: def.MaxLogprobs,
 				Usage:   "cap on logprobs and prompt_logprobs per request (vLLM's --max-logprobs); -1 = no cap",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_LOGPROBS")},
-			&cli.StringSliceFlag{Name: "allow-utility-method", Category: "clients",
+			&cli.StringSliceFlag{Name: "allow-utility-method", Destination: &c.AllowUtilityMethods, Category: "clients",
 				Usage:   "also let msgpack clients call this engine utility method (repeatable); the default list is the methods vLLM's own frontend calls",
 				Sources: cli.EnvVars("SWITCHYARD_ALLOW_UTILITY_METHOD")},
-			&cli.DurationFlag{Name: "engine-stall-timeout", Category: "engines", Value: def.EngineStallTimeout,
+			&cli.DurationFlag{Name: "engine-stall-timeout", Destination: &c.EngineStallTimeout, Category: "engines", Value: def.EngineStallTimeout,
 				Usage: "an engine with requests in flight that sends no output and no scheduler stats for this long is stalled: it gets no new work, " +
 					"its requests fail with a clear cause, and it is routable again when it speaks; 0 = off (keep it above your longest prefill)",
 				Sources: cli.EnvVars("SWITCHYARD_ENGINE_STALL_TIMEOUT")},
-			&cli.IntFlag{Name: "max-migrations", Category: "engines", Value: def.MaxMigrations,
+			&cli.IntFlag{Name: "max-migrations", Destination: &c.MaxMigrations, Category: "engines", Value: def.MaxMigrations,
 				Usage: "when an engine dies (or stalls) move each of its in-flight requests to another engine, continuing the client's stream " +
 					"(prompt + tokens delivered so far), at most this many times per request; 0 = off (its requests fail). Off with --enable-wave-coordination",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_MIGRATIONS")},
-			&cli.BoolFlag{Name: "migrate-pinned", Category: "engines",
+			&cli.BoolFlag{Name: "migrate-pinned", Destination: &c.MigratePinned, Category: "engines",
 				Usage:   "let requests pinned with data_parallel_rank move to another engine too (by default they fail with their engine)",
 				Sources: cli.EnvVars("SWITCHYARD_MIGRATE_PINNED")},
-			&cli.StringFlag{Name: "lb-policy", Category: "requests", Value: def.LBPolicy,
+			&cli.StringFlag{Name: "lb-policy", Destination: &c.LBPolicy, Category: "requests", Value: def.LBPolicy,
 				Usage: "rank choice for unpinned requests: least-loaded, power-of-two, round-robin, kv (where the prompt's prefix is cached, from the engines' KV events, " +
 					"traded against load) or prefix (the same from the prompts switchyard routed, for engines that publish no events)",
 				Sources: cli.EnvVars("SWITCHYARD_LB_POLICY")},
-			&cli.BoolFlag{Name: "enable-wave-coordination", Category: "coordinator",
+			&cli.BoolFlag{Name: "enable-wave-coordination", Destination: &c.EnableWaves, Category: "coordinator",
 				Usage:   "run the DP wave protocol (MoE data-parallel engines that step in lockstep)",
 				Sources: cli.EnvVars("SWITCHYARD_ENABLE_WAVE_COORDINATION")},
-			&cli.StringFlag{Name: "coordinator-publish-address", Category: "coordinator",
+			&cli.StringFlag{Name: "coordinator-publish-address", Destination: &c.CoordinatorPublishAddress, Category: "coordinator",
 				Usage:   "tcp://HOST:PORT where the coordinator publishes load and wave state to other frontends; empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_COORDINATOR_PUBLISH_ADDRESS")},
-			&cli.StringFlag{Name: "external-coordinator-address", Category: "coordinator",
+			&cli.StringFlag{Name: "external-coordinator-address", Destination: &c.ExternalCoordinatorAddress, Category: "coordinator",
 				Usage: "follow vLLM's own Python DP coordinator at this stats address (its frontend_stats_publish_address) instead of running one in-process: " +
 					"load and wave state come from its publishes, FIRST_REQ wakes paused engines; empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_EXTERNAL_COORDINATOR_ADDRESS")},
-			&cli.StringFlag{Name: "bootstrap-address", Category: "bootstrap registry",
+			&cli.StringFlag{Name: "bootstrap-address", Destination: &c.BootstrapAddress, Category: "bootstrap registry",
 				Usage:   "HOST:PORT of the embedded KV-transfer bootstrap registry (vLLM's default port is 8998); empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_BOOTSTRAP_ADDRESS")},
-			&cli.BoolFlag{Name: "disable-log-requests", Category: "logs",
+			&cli.BoolFlag{Name: "disable-log-requests", Destination: &c.DisableLogRequests, Category: "logs",
 				Usage:   "no access-log line per request (by default one per HTTP and client-protocol request: method/path or client, status, duration, tokens, rank), as vLLM's flag",
 				Sources: cli.EnvVars("SWITCHYARD_DISABLE_LOG_REQUESTS")},
-			&cli.DurationFlag{Name: "log-stats-interval", Category: "logs", Value: def.LogStatsInterval,
+			&cli.DurationFlag{Name: "log-stats-interval", Destination: &c.LogStatsInterval, Category: "logs", Value: def.LogStatsInterval,
 				Usage:   "log a stats line per engine (prompt and generation tokens/s, running, waiting, KV-cache usage) this often, quiet while idle; 0 = off",
 				Sources: cli.EnvVars("SWITCHYARD_LOG_STATS_INTERVAL")},
-			&cli.BoolFlag{Name: "disable-log-stats", Category: "logs",
+			&cli.BoolFlag{Name: "disable-log-stats", Destination: &o.disableLogStats, Category: "logs",
 				Usage:   "no periodic stats line (vLLM's flag; the same as --log-stats-interval 0)",
 				Sources: cli.EnvVars("SWITCHYARD_DISABLE_LOG_STATS")},
-			&cli.StringFlag{Name: "otlp-traces-endpoint", Category: "logs",
+			&cli.StringFlag{Name: "otlp-traces-endpoint", Destination: &c.OTLPTracesEndpoint, Category: "logs",
 				Usage: "trace every completions request (a span under the client's traceparent, its context sent to the engines in trace_headers) " +
 					"and export the spans over OTLP/HTTP to this URL, e.g. http://collector:4318 (vLLM's flag; vLLM's default is gRPC on 4317); empty = off",
 				Sources: cli.EnvVars("SWITCHYARD_OTLP_TRACES_ENDPOINT")},
-			&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout,
+			&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry"), pdFlags()...), append(clusterFlags(), kvFlags()...)...)...),
-		Action: runServe,
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry", &c.Bootstrap), pdFlags(&c.PD)...), append(o.cluster.flags(), kvFlags(&c.KV)...)...)...),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return runServe(ctx, cmd, o) },
 	}
 }
 
-func runServe(ctx context.Context, cmd *cli.Command) error {
-	log := newLogger(cmd, os.Stderr)
-	reg := newRegistry()
+// serveOptions holds what serve's flags are bound to: the server's Config, and
+// the flags that need parsing or a choice before they become part of it.
+type serveOptions struct {
+	cfg                          server.Config
+	stepMS                       float64
+	layouts                      []string
+	mockLayouts, eos             string
+	tokenizer, chatTemplate      string
+	generationConfig             string
+	mockWords, trustChatTemplate bool
+	disableLogStats              bool
+	eosFlag                      *cli.StringFlag
+	vocabFlag                    *cli.Int64Flag
+	cluster                      clusterOptions
+}
 
-	cfg := server.DefaultConfig()
-	cfg.HandshakeAddress = cmd.String("handshake-address")
-	cfg.DataParallelSize = cmd.Int("data-parallel-size")
-	cfg.MockEngines = cmd.Int("mock-engines")
-	cfg.EngineTransport = cmd.String("engine-transport")
-	cfg.EngineBindHost = cmd.String("engine-bind-host")
-	cfg.MockStep = msDuration(cmd.Float("step-ms"))
-	cfg.MockTokensPerStep = cmd.Int("tokens-per-step")
-	var err error
-	if cfg.Layouts, err = layoutSet(cmd.StringSlice("vllm-layout")); err != nil {
+func runServe(ctx context.Context, cmd *cli.Command, o *serveOptions) error {
+	log := newLogger(cmd, os.Stderr)
+	cfg := o.cfg
+	if err := o.complete(&cfg, log); err != nil {
 		return err
-	}
-	if cfg.MockLayouts, err = mockLayouts(cmd.String("mock-engine-layouts")); err != nil {
-		return err
-	}
-	cfg.HTTPAddress = cmd.String("http-address")
-	cfg.ClientAddress = cmd.String("client-address")
-	cfg.ClientTimeout = cmd.Duration("client-timeout")
-	eos, err := parseEOS(cmd.String("eos-token-id"))
-	if err != nil {
-		return err
-	}
-	cfg.EOSTokenIDs = eos
-	cfg.VocabSize = cmd.Int64("vocab-size")
-	cfg.ServedModelName = cmd.String("served-model-name")
-	if cmd.String("chat-template") != "" && cmd.String("tokenizer") == "" {
-		return fmt.Errorf("--chat-template: needs --tokenizer (the model directory)")
-	}
-	if dir := cmd.String("tokenizer"); dir != "" {
-		text, m, err := server.LoadText(dir, cmd.String("chat-template"), cfg.ServedModelName)
-		if err != nil {
-			return fmt.Errorf("--tokenizer: %w", err)
-		}
-		cfg.Text = text
-		cfg.ServedModelName = text.Name
-		switch cmd.String("generation-config") {
-		case "auto":
-		case "vllm":
-			text.DefaultSampling = nil
-		default:
-			return fmt.Errorf("--generation-config: want auto or vllm, got %q", cmd.String("generation-config"))
-		}
-		// The model's own EOS ids and vocabulary, unless the flags say otherwise.
-		if !cmd.IsSet("eos-token-id") {
-			cfg.EOSTokenIDs = m.EOSTokenIDs
-		}
-		if !cmd.IsSet("vocab-size") {
-			cfg.VocabSize = m.VocabSize
-		}
-		log.Info("text model", "dir", m.Dir, "served_model_name", text.Name, "eos_token_ids", cfg.EOSTokenIDs,
-			"vocab_size", cfg.VocabSize, "max_model_len", m.MaxModelLen, "chat_template", text.Template != nil)
-	} else if cfg.Embedded() && cmd.Bool("mock-words") {
-		text, err := server.LoadEmbeddedText(cfg.ModelName())
-		if err != nil {
-			return fmt.Errorf("embedded tokenizer: %w", err)
-		}
-		cfg.Text = text
-		cfg.MockWords, cfg.MockCapitals, cfg.MockPeriod = minitok.Words()
-		log.Info("embedded default: text requests use the built-in tokenizer and the mock engines answer them with words (--mock-words=false: token ids only; --tokenizer DIR: a real model's tokenizer)",
-			"served_model_name", text.Name)
-	}
-	if cfg.Text != nil {
-		cfg.Text.TrustRequestChatTemplate = cmd.Bool("trust-request-chat-template")
-	}
-	cfg.MaxLogprobs = cmd.Int64("max-logprobs")
-	cfg.AllowUtilityMethods = cmd.StringSlice("allow-utility-method")
-	cfg.InputAddress = cmd.String("input-address")
-	cfg.OutputAddress = cmd.String("output-address")
-	cfg.StartRank = cmd.Int("data-parallel-start-rank")
-	cfg.LocalRanks = cmd.Int("data-parallel-size-local")
-	cfg.ExternalCoordinatorAddress = cmd.String("external-coordinator-address")
-	cfg.LBPolicy = cmd.String("lb-policy")
-	cfg.EngineStallTimeout = cmd.Duration("engine-stall-timeout")
-	cfg.MaxMigrations = int(cmd.Int("max-migrations"))
-	cfg.MigratePinned = cmd.Bool("migrate-pinned")
-	cfg.EnableWaves = cmd.Bool("enable-wave-coordination")
-	cfg.CoordinatorPublishAddress = cmd.String("coordinator-publish-address")
-	cfg.BootstrapAddress = cmd.String("bootstrap-address")
-	applyRegistryFlags(cmd, "bootstrap-", &cfg.Bootstrap)
-	applyPDFlags(cmd, &cfg.PD)
-	applyKVFlags(cmd, &cfg.KV)
-	cfg.ShutdownTimeout = cmd.Duration("shutdown-timeout")
-	cfg.MaxBodyBytes = cmd.Int64("max-body-bytes")
-	cfg.HTTPHeaderTimeout = cmd.Duration("http-header-timeout")
-	cfg.HTTPBodyTimeout = cmd.Duration("http-body-timeout")
-	cfg.HTTPIdleTimeout = cmd.Duration("http-idle-timeout")
-	cfg.HTTPWriteTimeout = cmd.Duration("http-write-timeout")
-	cfg.MaxConnections = cmd.Int("max-connections")
-	cfg.MaxConcurrentRequests = cmd.Int("max-concurrent-requests")
-	cfg.ClientMaxFrameBytes = cmd.Int("client-max-frame-bytes")
-	cfg.ClientMaxMessageBytes = cmd.Int("client-max-message-bytes")
-	cfg.ClientMaxConnections = cmd.Int("client-max-connections")
-	cfg.APIKeys = cmd.StringSlice("api-key")
-	cfg.ClientToken = cmd.String("client-token")
-	cfg.AdminToken = cmd.String("admin-token")
-	cfg.AdminNetworks = cmd.StringSlice("admin-allow")
-	cfg.DisableLogRequests = cmd.Bool("disable-log-requests")
-	cfg.OTLPTracesEndpoint = cmd.String("otlp-traces-endpoint")
-	cfg.LogStatsInterval = cmd.Duration("log-stats-interval")
-	if cmd.Bool("disable-log-stats") {
-		cfg.LogStatsInterval = 0
 	}
 	cfg.Logger = log
-	cfg.Registry = reg
-	so, err := setupCluster(ctx, cmd, &cfg, log)
+	cfg.Registry = newRegistry()
+	so, err := setupCluster(ctx, &o.cluster, &cfg, log)
 	if err != nil {
 		return err
 	}
 	defer so.stop()
+	if cfg.Embedded() && cfg.MockEngines == 0 {
+		return errors.New("--mock-engines 0: built-in mock engines refused, and there is no engine configuration: " +
+			"set --handshake-address (engines connect to it) or --input-address and --output-address (bootstrapped engines)")
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Embedded() {
+		log.Warn("NO ENGINE CONFIGURATION: serving built-in MOCK engines, whose answers are made up; "+
+			"answers carry "+server.EnginesHeader+": "+server.EnginesMock+". Set --handshake-address for real engines; "+
+			"--mock-engines 0 refuses to start without them", "mock_engines", cfg.MockEngines)
 	}
 
 	srv, err := server.Start(ctx, cfg)
@@ -352,6 +285,77 @@ func runServe(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// complete turns the flags that need parsing into cfg, and loads the text
+// model (a --tokenizer directory, or the embedded default's small tokenizer).
+func (o *serveOptions) complete(cfg *server.Config, log *slog.Logger) error {
+	cfg.MockStep = msDuration(o.stepMS)
+	var err error
+	if cfg.Layouts, err = layoutSet(o.layouts); err != nil {
+		return err
+	}
+	if cfg.MockLayouts, err = mockLayouts(o.mockLayouts); err != nil {
+		return err
+	}
+	if cfg.EOSTokenIDs, err = parseEOS(o.eos); err != nil {
+		return err
+	}
+	if o.disableLogStats {
+		cfg.LogStatsInterval = 0
+	}
+	if err := o.loadText(cfg, log); err != nil {
+		return err
+	}
+	if cfg.Text != nil {
+		cfg.Text.TrustRequestChatTemplate = o.trustChatTemplate
+	}
+	return nil
+}
+
+// loadText sets cfg.Text from --tokenizer, or with the embedded default and
+// --mock-words from the tokenizer built into the binary.
+func (o *serveOptions) loadText(cfg *server.Config, log *slog.Logger) error {
+	if o.chatTemplate != "" && o.tokenizer == "" {
+		return fmt.Errorf("--chat-template: needs --tokenizer (the model directory)")
+	}
+	if o.tokenizer == "" {
+		if !cfg.Embedded() || !o.mockWords {
+			return nil
+		}
+		text, err := server.LoadEmbeddedText(cfg.ModelName())
+		if err != nil {
+			return fmt.Errorf("embedded tokenizer: %w", err)
+		}
+		cfg.Text = text
+		cfg.MockWords, cfg.MockCapitals, cfg.MockPeriod = minitok.Words()
+		log.Info("embedded default: text requests use the built-in tokenizer and the mock engines answer them with words (--mock-words=false: token ids only; --tokenizer DIR: a real model's tokenizer)",
+			"served_model_name", text.Name)
+		return nil
+	}
+	text, m, err := server.LoadText(o.tokenizer, o.chatTemplate, cfg.ServedModelName)
+	if err != nil {
+		return fmt.Errorf("--tokenizer: %w", err)
+	}
+	cfg.Text = text
+	cfg.ServedModelName = text.Name
+	switch o.generationConfig {
+	case "auto":
+	case "vllm":
+		text.DefaultSampling = nil
+	default:
+		return fmt.Errorf("--generation-config: want auto or vllm, got %q", o.generationConfig)
+	}
+	// The model's own EOS ids and vocabulary, unless the flags say otherwise.
+	if !o.eosFlag.IsSet() {
+		cfg.EOSTokenIDs = m.EOSTokenIDs
+	}
+	if !o.vocabFlag.IsSet() {
+		cfg.VocabSize = m.VocabSize
+	}
+	log.Info("text model", "dir", m.Dir, "served_model_name", text.Name, "eos_token_ids", cfg.EOSTokenIDs,
+		"vocab_size", cfg.VocabSize, "max_model_len", m.MaxModelLen, "chat_template", text.Template != nil)
 	return nil
 }
 

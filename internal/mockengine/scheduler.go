@@ -96,13 +96,12 @@ type request struct {
 	eos        wire.OptInt
 	ignoreEOS  bool
 	stopTokens []int64
-	allStops   []int64   // stop tokens plus EOS, masked before min_tokens
-	resumable  bool      // a same-id ADD continues it instead of being fatal
-	logprobs   int64     // top logprobs per token asked for; -1 = none
-	promptLPs  int64     // prompt logprobs asked for; -1 = none
-	promptIDs  []int64   // kept only when prompt logprobs are asked for
-	words      bool      // answer with Words (the request asked for text)
-	script     *scripted // the answer a Script rule gave (script.go); nil = none
+	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
+	resumable  bool    // a same-id ADD continues it instead of being fatal
+	logprobs   int64   // top logprobs per token asked for; -1 = none
+	promptLPs  int64   // prompt logprobs asked for; -1 = none
+	promptIDs  []int64 // kept only when prompt logprobs are asked for
+	words      bool    // answer with Words (the request asked for text)
 	lastPeriod bool
 	hash       uint64  // seqHash of the prompt and every token generated so far
 	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
@@ -128,8 +127,6 @@ type Scheduler struct {
 	Words    []int64
 	Capitals []int64
 	Period   int64
-	// Script: see Config.Script.
-	Script *Script
 
 	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits (cache off)
 	pd      *pdRole             // P/D role (pd.go); nil = none
@@ -197,7 +194,6 @@ func (s *Scheduler) AddAt(now time.Duration, r *wire.EngineCoreRequest) error {
 			q.allStops = append(q.allStops, sp.EOSTokenID.Value)
 		}
 	}
-	q.script = scriptFor(s.Script, r.PromptTokenIDs, q)
 	if s.pd != nil {
 		s.pd.onAdd(r)
 	}
@@ -261,13 +257,10 @@ func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
-			switch {
-			case q.script != nil:
-				tok = q.script.tokens[q.generated]
-			case q.words:
+			if q.words {
 				tok = s.word(q, tok)
 			}
-			if q.script == nil && int64(q.generated) < q.minTokens {
+			if int64(q.generated) < q.minTokens {
 				tok = maskedToken(tok, q.allStops)
 			}
 			if q.logprobs >= 0 {
@@ -276,7 +269,7 @@ func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 			q.hash = seqHash(q.hash, tok)
 			q.generated++
 			o.NewTokenIDs = append(o.NewTokenIDs, tok)
-			if s.finish(q, tok, &o.EngineCoreOutput) || q.script.end(q.generated, &o.EngineCoreOutput) {
+			if s.finish(q, tok, &o.EngineCoreOutput) {
 				break
 			}
 		}

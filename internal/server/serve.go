@@ -327,7 +327,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("http: %w", err)
 	}
 	s.http = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           markEngines(cfg, api.Handler()),
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
 		IdleTimeout:       cfg.HTTPIdleTimeout, // no WriteTimeout: a stream lasts as long as its request (the limiter bounds each write)
 		MaxHeaderBytes:    maxHeaderBytes,
