@@ -32,6 +32,7 @@ type Dispatcher struct {
 	table   *xsync.Map[string, *request]
 	engines atomic.Pointer[engineSet]
 	engMu   sync.Mutex // serialises engine-set copy-and-swap (cold path)
+	refused refusedRanks
 	seq     atomic.Uint64
 	moveSeq atomic.Uint64 // fresh engine ids of migrated requests
 	anon    atomic.Uint64 // client keys of requests submitted without WithClient
@@ -361,7 +362,7 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 	if req.DataParallelRank.Valid {
 		i, err := pinRank(loads, req.DataParallelRank.Value)
 		if err != nil {
-			return nil, err
+			return nil, d.explainPin(err)
 		}
 		if limit := engs[i].maxModelLen.Load(); !fits(n, limit) {
 			return nil, &PromptTooLongError{ID: req.RequestID, Rank: engs[i].rank, PromptLen: n, MaxModelLen: limit}

@@ -29,15 +29,21 @@ var (
 
 // InvalidDataParallelRank refuses a request pinned (data_parallel_rank) to a rank that
 // is not connected and ready. Nothing is sent. ConnectedRanks lists the ranks that were
-// ready at that moment, ascending.
+// ready at that moment, ascending. Reason, when set, is why the rank's engine was
+// refused before it came up (Dispatcher.EngineRefused); the message then ends with it.
 type InvalidDataParallelRank struct {
 	Rank           int
 	ConnectedRanks []int
+	Reason         string
 }
 
 func (e *InvalidDataParallelRank) Error() string {
-	return fmt.Sprintf("data parallel rank %d is not connected to this frontend; connected ranks: %s",
+	msg := fmt.Sprintf("data parallel rank %d is not connected to this frontend; connected ranks: %s",
 		e.Rank, formatRanks(e.ConnectedRanks))
+	if e.Reason != "" {
+		msg += "; its engine was refused: " + e.Reason
+	}
+	return msg
 }
 
 // DuplicateRequestId refuses a request whose id is already live. vLLM's engine dies on

@@ -16,6 +16,7 @@ func (d *Dispatcher) EngineUp(rank int) { d.EngineUpWith(rank, EngineLimits{}) }
 // it registered this time.
 func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	defer d.groupRankUp(rank) // after the engine is marked up
+	d.refused.clear(rank)
 	d.engMu.Lock()
 	set := d.engines.Load()
 	e := set.find(rank)

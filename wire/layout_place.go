@@ -41,6 +41,9 @@ type Placement struct {
 	Candidates []*Layout
 	Refused    string
 	Version    string // the vllm_version the engine reported, if any
+	// ExtraKeys are the registration keys the layout does not list, when it was
+	// placed by knownExtras (for the log, once per engine).
+	ExtraKeys []string
 }
 
 // Place decides from the handshake. ready is READY's message, nil when a launcher
@@ -64,6 +67,11 @@ func (s *LayoutSet) Place(reg *ReadyResponse, ready *HandshakeStatus) Placement 
 					p.Layout, p.How = l, "vllm_version "+p.Version+" in "+l.Versions.String()+" with a matching registration"
 					return p
 				}
+			}
+			if l, extra := s.placeWithExtras(v, reg, ready); l != nil {
+				p.Layout, p.ExtraKeys = l, extra
+				p.How = "vllm_version " + p.Version + " in " + l.Versions.String() + " with a registration that adds keys switchyard knows [" + keyList(extra) + "]"
+				return p
 			}
 		}
 		if s != nil && s.Force != nil {
@@ -100,6 +108,49 @@ func (s *LayoutSet) Place(reg *ReadyResponse, ready *HandshakeStatus) Placement 
 	return p
 }
 
+// placeWithExtras is the second pass for a version no layout places exactly: a
+// layout whose range holds v and whose registration keys reg carries, with the rest
+// of reg's keys ones switchyard's own decoder reads (a release between the built-ins
+// that registers more, such as the coordinator addresses). Extra registration keys
+// are only read at the handshake, never written to the engine, so they cannot
+// change a request's layout; a missing key can (it marks an older shape) and is
+// still refused.
+func (s *LayoutSet) placeWithExtras(v Version, reg *ReadyResponse, ready *HandshakeStatus) (*Layout, []string) {
+	if reg.Empty {
+		return nil, nil
+	}
+	for _, l := range s.all() {
+		if l.RegistrationEmpty || !l.Versions.Contains(v) || !l.readyMatches(ready) {
+			continue
+		}
+		if extra, ok := l.knownExtras(reg); ok {
+			return l, extra
+		}
+	}
+	return nil, nil
+}
+
+// knownExtras returns reg's keys l does not list; ok is false when reg lacks one of
+// l's keys or carries a key switchyard's decoder does not know.
+func (l *Layout) knownExtras(reg *ReadyResponse) (extra []string, ok bool) {
+	for _, k := range l.Registration {
+		if !slices.Contains(reg.Keys, k) {
+			return nil, false
+		}
+	}
+	for _, k := range reg.Keys {
+		if slices.Contains(l.Registration, k) {
+			continue
+		}
+		if !slices.Contains(readyKeyNames[:], k) {
+			return nil, false
+		}
+		extra = append(extra, k)
+	}
+	return extra, true
+}
+
+// Refusal words why an engine cannot be placed, with what can be done about it.
 func (s *LayoutSet) Refusal(why string) string {
 	var known []string
 	for _, l := range s.all() {

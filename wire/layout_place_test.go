@@ -194,3 +194,41 @@ func TestCheckLayout(t *testing.T) {
 	}
 	t.Fatal("fixture missing")
 }
+
+// TestPlaceKnownExtraKeys: a registration in a layout's version range that adds
+// keys switchyard's decoder knows (a release registering the coordinator addresses)
+// is placed, naming the extra keys; one that adds a key nothing here knows, or
+// lacks one of the layout's keys, is still refused.
+func TestPlaceKnownExtraKeys(t *testing.T) {
+	reg, ready := handshakeOf(t, "newest")
+	reg.VLLMVersion = SomeString("0.24.2")
+	extra := []string{"coord_store_port", "coordinator_input_address", "coordinator_output_address"}
+	wide := reg
+	wide.Keys = append(append([]string(nil), reg.Keys...), extra...)
+	var set *LayoutSet
+	p := set.Place(&wide, &ready)
+	if p.Layout != Native() || p.Refused != "" {
+		t.Fatalf("placed on %v, refused %q", p.Layout, p.Refused)
+	}
+	if strings.Join(p.ExtraKeys, ",") != strings.Join(extra, ",") || !strings.Contains(p.How, "coordinator_input_address") {
+		t.Errorf("extra keys %v, how %q", p.ExtraKeys, p.How)
+	}
+	if p := set.Place(&reg, &ready); p.Layout != Native() || p.ExtraKeys != nil {
+		t.Errorf("exact registration: %+v", p)
+	}
+	odd := wide
+	odd.Keys = append(append([]string(nil), wide.Keys...), "not_a_field_switchyard_reads")
+	if p := set.Place(&odd, &ready); p.Refused == "" || !strings.Contains(p.Refused, "not_a_field_switchyard_reads") {
+		t.Errorf("unknown key: placed on %v, refusal %q", p.Layout, p.Refused)
+	}
+	short := wide
+	short.Keys = append([]string(nil), wide.Keys[1:]...) // lacks max_model_len
+	if p := set.Place(&short, &ready); p.Refused == "" {
+		t.Errorf("missing key: placed on %v", p.Layout)
+	}
+	out := wide
+	out.VLLMVersion = SomeString("0.27.0")
+	if p := set.Place(&out, &ready); p.Refused == "" {
+		t.Errorf("version out of range: placed on %v", p.Layout)
+	}
+}
