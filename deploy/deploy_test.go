@@ -298,6 +298,8 @@ func TestKubernetesManifests(t *testing.T) {
 	c := get(dep, "spec", "template", "spec", "containers", 0)
 	if a := get(c, "args"); a == nil || get(a, 0) != "serve" {
 		t.Errorf("serve container args %v", a)
+	} else if !refusesMocks(toList(a)) {
+		t.Errorf("serve container args %v lack --mock-engines 0: a lost engine configuration would serve mock engines", a)
 	}
 	env := map[string]any{}
 	for _, e := range get(c, "env").([]any) {
@@ -372,6 +374,26 @@ func TestKubernetesManifests(t *testing.T) {
 
 func toList(v any) []any { l, _ := v.([]any); return l }
 
+func toAny(s []string) []any {
+	l := make([]any, len(s))
+	for i, v := range s {
+		l[i] = v
+	}
+	return l
+}
+
+// refusesMocks says whether serve's arguments refuse the built-in mock engines,
+// so that a deployment without its engine configuration fails instead of
+// answering with made-up words.
+func refusesMocks(args []any) bool {
+	for i, a := range args {
+		if a == "--mock-engines=0" || (a == "--mock-engines" && i+1 < len(args) && args[i+1] == "0") {
+			return true
+		}
+	}
+	return false
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // The systemd unit passes systemd-analyze verify where systemd is installed
@@ -407,6 +429,9 @@ func TestSystemdUnit(t *testing.T) {
 	exec0 := strings.Fields(sections["Service"]["ExecStart"])
 	if len(exec0) < 2 || !filepath.IsAbs(exec0[0]) || exec0[1] != "serve" {
 		t.Errorf("ExecStart=%s; want an absolute path to switchyard and serve", sections["Service"]["ExecStart"])
+	}
+	if !refusesMocks(toAny(exec0)) {
+		t.Errorf("ExecStart=%s lacks --mock-engines 0: a lost environment file would serve mock engines", sections["Service"]["ExecStart"])
 	}
 	if sections["Install"]["WantedBy"] == "" {
 		t.Error("no WantedBy: systemctl enable would do nothing")
