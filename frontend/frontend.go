@@ -37,6 +37,15 @@ type Handler interface {
 	EngineDown(rank int, err error)
 }
 
+// RefusalHandler is optionally implemented by a Handler that wants to hear of an
+// engine refused before it ever came up (its vLLM wire layout cannot be placed;
+// err is the *LayoutRefusedError): a request pinned to that rank can then say why
+// rather than only that the rank is not connected. It is called from the control
+// loop and must not block.
+type RefusalHandler interface {
+	EngineRefused(rank int, err error)
+}
+
 // Frontend is the engine-facing side of switchyard.
 type Frontend struct {
 	cfg     Config
@@ -57,6 +66,9 @@ type Frontend struct {
 	// pending: a HELLO per rank waiting for that rank's abandoned generation to
 	// be superseded (supersede.go). Owned by the control loop.
 	pending map[int]pendingHello
+	// extraLogged: per rank, the extra registration keys last logged (layout.go).
+	// Owned by the control loop.
+	extraLogged map[int]string
 	// hsConn: per rank, how many of its handshake connections have left, which
 	// numbers the current one. The transport admits one connection per identity
 	// at a time and delivers its departure before the next one's messages, so

@@ -24,9 +24,14 @@ import (
 // layout; the returned channel gets its exit error.
 func pyEngineLayout(t *testing.T, hs string, rank, dieAfter int, layout string) <-chan error {
 	t.Helper()
+	return pyEngineFile(t, hs, rank, dieAfter, "../wire/layouts/"+layout+".json")
+}
+
+// pyEngineFile is pyEngineLayout with the layout file's path.
+func pyEngineFile(t *testing.T, hs string, rank, dieAfter int, path string) <-chan error {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter),
-		"../wire/layouts/"+layout+".json")
+	cmd := exec.CommandContext(ctx, pytest.Find(t, "zmq", "msgpack"), "testdata/py_engine.py", hs, fmt.Sprint(rank), fmt.Sprint(dieAfter), path)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ package frontend
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -25,6 +26,7 @@ func (f *Frontend) place(e *engine) {
 	p := f.cfg.Layouts.Place(&h.reg, h.readyMsg)
 	switch {
 	case p.Layout != nil:
+		f.logExtraKeys(e, p)
 		f.placed(e, p.Layout, p.How, p.Version)
 	case p.Refused != "":
 		f.refuseLayout(e, p.Version, p.Refused)
@@ -92,6 +94,25 @@ func (f *Frontend) placed(e *engine, l *wire.Layout, how, version string) {
 	f.maybeUp(e)
 }
 
+// logExtraKeys warns once per rank (again only when the keys change) that its
+// engine registers keys its layout does not list: a restarting engine rejoins with
+// the same keys, and one line says all there is to say.
+func (f *Frontend) logExtraKeys(e *engine, p wire.Placement) {
+	if len(p.ExtraKeys) == 0 {
+		return
+	}
+	keys := strings.Join(p.ExtraKeys, " ")
+	if f.extraLogged == nil {
+		f.extraLogged = map[int]string{}
+	}
+	if f.extraLogged[e.rank] == keys {
+		return
+	}
+	f.extraLogged[e.rank] = keys
+	f.log.Warn("frontend: engine registers keys its vLLM layout does not list; placed since switchyard reads them all", "rank", e.rank,
+		"generation", e.gen, "layout", p.Layout.String(), "vllm_version", p.Version, "extra_keys", p.ExtraKeys)
+}
+
 func (f *Frontend) refuseLayout(e *engine, version, msg string) {
 	info := *e.info.Load()
 	info.VLLMVersion = version
@@ -99,7 +120,11 @@ func (f *Frontend) refuseLayout(e *engine, version, msg string) {
 	f.metrics.layoutRefused.Inc()
 	f.log.Error("frontend: engine refused: its vLLM wire layout cannot be placed; it was sent nothing", "rank", e.rank,
 		"generation", e.gen, "vllm_version", version, "reason", msg)
-	f.markDown(e, Dead, &LayoutRefusedError{Rank: e.rank, Version: version, Msg: msg})
+	err := &LayoutRefusedError{Rank: e.rank, Version: version, Msg: msg}
+	f.markDown(e, Dead, err)
+	if rh, ok := f.h.(RefusalHandler); ok && !e.wasUp {
+		rh.EngineRefused(e.rank, err)
+	}
 }
 
 // onOutputs handles one decoded message of e: probe replies go to the control loop;
