@@ -1,4 +1,4 @@
-package server
+package apicore
 
 // What vLLM's Python frontend reads from the model's configuration before it sends a
 // request, given to serve as flags because switchyard has no model config: the EOS
@@ -39,7 +39,7 @@ type ModelRules struct {
 func DefaultModelRules() ModelRules { return ModelRules{MaxLogprobs: DefaultMaxLogprobs} }
 
 // primaryEOS is the EOS sent as _eos_token_id, if any.
-func (m ModelRules) primaryEOS() wire.OptInt {
+func (m ModelRules) PrimaryEOS() wire.OptInt {
 	if len(m.EOSTokenIDs) == 0 {
 		return wire.OptInt{}
 	}
@@ -49,16 +49,16 @@ func (m ModelRules) primaryEOS() wire.OptInt {
 // setEOS does update_from_generation_config for a request we complete: the primary
 // EOS and the further ones through SetEOS, or ignore_eos when no EOS is known (the
 // engine needs one or the other, and without an EOS there is none to stop on).
-func (m ModelRules) setEOS(sp *wire.SamplingParams) {
+func (m ModelRules) SetEOS(sp *wire.SamplingParams) {
 	if len(m.EOSTokenIDs) == 0 {
 		sp.IgnoreEOS = true
 		return
 	}
-	sp.SetEOS(m.primaryEOS(), m.EOSTokenIDs[1:]...)
+	sp.SetEOS(m.PrimaryEOS(), m.EOSTokenIDs[1:]...)
 }
 
 // validate checks the configuration; flag names the flags in the error.
-func (m ModelRules) validate() error {
+func (m ModelRules) Validate() error {
 	for _, id := range m.EOSTokenIDs {
 		if id < 0 {
 			return fmt.Errorf("--eos-token-id: ids must not be negative, got %d", id)
@@ -81,9 +81,9 @@ func (m ModelRules) validate() error {
 // SamplingParams.verify; out of range, an id indexes the logits tensor on the GPU)
 // and more logprobs than max_logprobs. The error is a *wire.ValidationError naming
 // the field, so both protocols report it like their other validation errors.
-func (m ModelRules) check(q *wire.EngineCoreRequest) error {
+func (m ModelRules) Check(q *wire.EngineCoreRequest) error {
 	if m.VocabSize > 0 {
-		if err := m.checkVocab(q); err != nil {
+		if err := m.CheckVocab(q); err != nil {
 			return err
 		}
 	}
@@ -114,7 +114,7 @@ func (m ModelRules) check(q *wire.EngineCoreRequest) error {
 	return nil
 }
 
-func (m ModelRules) checkVocab(q *wire.EngineCoreRequest) error {
+func (m ModelRules) CheckVocab(q *wire.EngineCoreRequest) error {
 	out := func(id int64) bool { return id >= m.VocabSize }
 	bad := func(field string, id int64) error {
 		return &wire.ValidationError{Field: field, Msg: fmt.Sprintf("token id %d is out of vocabulary (vocab size %d)", id, m.VocabSize)}

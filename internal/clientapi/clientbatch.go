@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 // The output side of the client protocol: per-(client, rank) batches filled by the
 // dispatcher's callbacks, sealed per engine message into the client's queue, and one
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -31,7 +32,7 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 			if err == nil {
 				finish = []string{out.FinishReason.String()}
 			}
-			ended.span.end(ended.completion, finish, 0, err)
+			ended.span.End(ended.completion, finish, 0, err)
 		}
 		if ended != nil && s.accessLog {
 			var status string
@@ -54,7 +55,7 @@ func (s *ClientServer) deliver(c *client, userID string, rank int, out *wire.Eng
 			lr.rank = rank
 			if err == nil {
 				if len(out.NewTokenIDs) > 0 {
-					lr.span.firstToken()
+					lr.span.FirstToken()
 				}
 				lr.completion += len(out.NewTokenIDs)
 				c.reqs[userID] = lr
@@ -278,7 +279,7 @@ func (s *ClientServer) forgetLocked(c *client) []string {
 	ids := make([]string, 0, len(c.reqs))
 	for _, lr := range c.reqs {
 		ids = append(ids, lr.engineID)
-		lr.span.end(lr.completion, nil, 0, errClientGone)
+		lr.span.End(lr.completion, nil, 0, apicore.ErrClientGone)
 	}
 	clear(c.reqs)
 	for rank := range c.open {

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 // Client-protocol messages that are not plain outputs: UTILITY calls and replies,
 // error messages, and the copy of an engine output under the client's id.

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 // The msgpack client protocol on --client-address: a ZeroMQ ROUTER that speaks the
 // engine-core vocabulary to clients (README.md, "Client protocol", is the contract).
@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -40,6 +41,12 @@ const (
 	ErrTypeUtilityFailed  = "UtilityCallFailed" // a UTILITY call could not be made
 	ErrTypeSlowClient     = "SlowClient"        // the client did not read its outputs
 )
+
+// DefaultMaxBytes is the default frame and message bound of the client
+// protocol: the largest legal ADD, an apicore.MaxPromptTokens prompt, is 5 MiB with ids
+// encoded as msgspec encodes them (at most 5 bytes below 2^32), plus its sampling
+// parameters. Clients that send prompt embeddings raise it.
+const DefaultMaxBytes = 8 << 20
 
 // ClientConfig configures a ClientServer.
 type ClientConfig struct {
@@ -59,10 +66,10 @@ type ClientConfig struct {
 	// Model completes and bounds requests as on the HTTP API: its EOS ids fill a
 	// request that has no _eos_token_id (none known: such a request gets
 	// ignore_eos unless it has it), its vocabulary and logprobs bounds refuse.
-	Model ModelRules
+	Model apicore.ModelRules
 	// MaxFrameBytes and MaxMessageBytes bound one received frame and one message
 	// (all its frames); a client that sends more is disconnected before the excess
-	// is read. 0 = DefaultClientMaxBytes.
+	// is read. 0 = DefaultMaxBytes.
 	MaxFrameBytes, MaxMessageBytes int
 	// MaxConnections caps client connections, handshaking or established; more
 	// are closed as they are accepted. 0 = no cap.
@@ -78,7 +85,8 @@ type ClientConfig struct {
 	// LogRequests logs one line per request when it ends (accesslog.go), as the
 	// HTTP API does: client, request id, status, duration, tokens, rank.
 	LogRequests bool
-	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
+	// Stats counts submitted prompt tokens for the stats line; nil = off.
+	Stats apicore.PromptCounter
 	// TracerProvider, when set, traces every request as the HTTP API does: the
 	// parent is the trace context in the client's own trace_headers.
 	TracerProvider trace.TracerProvider
@@ -149,7 +157,7 @@ type liveReq struct {
 	// prompt length and the tokens delivered so far.
 	start              time.Time
 	prompt, completion int
-	span               *reqSpan // nil: tracing off
+	span               *apicore.Span // nil: tracing off
 }
 
 // outMsg is one message for the writer: an EngineCoreOutputs or an error map.
@@ -181,10 +189,10 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = DefaultClientMaxBytes
+		cfg.MaxFrameBytes = DefaultMaxBytes
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = max(DefaultClientMaxBytes, cfg.MaxFrameBytes)
+		cfg.MaxMessageBytes = max(DefaultMaxBytes, cfg.MaxFrameBytes)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -193,7 +201,7 @@ func ListenClients(ctx context.Context, cfg ClientConfig, d *dispatcher.Dispatch
 		cfg.ShutdownReason = func() error { return nil }
 	}
 	s := &ClientServer{
-		cfg: cfg, d: d, log: cfg.Logger, tracer: tracerOf(cfg.TracerProvider),
+		cfg: cfg, d: d, log: cfg.Logger, tracer: apicore.TracerOf(cfg.TracerProvider),
 		clients:     make(map[string]*client),
 		dirty:       make(map[int][]*client),
 		auth:        make(map[string]*authState),
@@ -339,9 +347,9 @@ func (s *ClientServer) touch(id []byte) *client {
 // add submits one ADD. The engine id is the client's id prefixed with the client's
 // identity, so two clients that pick the same request id never collide at an engine.
 func (s *ClientServer) add(c *client, body [][]byte) {
-	if n, ok := addPromptLen(body[0]); ok && n > MaxPromptTokens {
+	if n, ok := addPromptLen(body[0]); ok && n > apicore.MaxPromptTokens {
 		// Refused before decoding: see addPromptLen.
-		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: prompt_token_ids has %d tokens, more than the limit of %d", n, MaxPromptTokens), nil)
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: prompt_token_ids has %d tokens, more than the limit of %d", n, apicore.MaxPromptTokens), nil)
 		return
 	}
 	var req wire.EngineCoreRequest
@@ -354,13 +362,13 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.sendError(c, "", ErrTypeInvalidRequest, "ADD: request_id must not be empty", nil)
 		return
 	}
-	if len(userID) > MaxRequestIDLen {
+	if len(userID) > apicore.MaxRequestIDLen {
 		// Not echoed: the id is repeated in every output, which is the harm.
-		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: request_id is %d bytes, more than the limit of %d", len(userID), MaxRequestIDLen), nil)
+		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: request_id is %d bytes, more than the limit of %d", len(userID), apicore.MaxRequestIDLen), nil)
 		return
 	}
-	if req.ExternalReqID.Valid && len(req.ExternalReqID.Value) > MaxRequestIDLen {
-		s.sendError(c, userID, ErrTypeInvalidRequest, fmt.Sprintf("ADD: external_req_id is %d bytes, more than the limit of %d", len(req.ExternalReqID.Value), MaxRequestIDLen), nil)
+	if req.ExternalReqID.Valid && len(req.ExternalReqID.Value) > apicore.MaxRequestIDLen {
+		s.sendError(c, userID, ErrTypeInvalidRequest, fmt.Sprintf("ADD: external_req_id is %d bytes, more than the limit of %d", len(req.ExternalReqID.Value), apicore.MaxRequestIDLen), nil)
 		return
 	}
 	s.mu.Lock()
@@ -387,7 +395,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		// Both steps leave a request a vLLM client already filled as it is.
 		if !sp.EOSTokenID.Valid {
 			if len(s.cfg.Model.EOSTokenIDs) > 0 {
-				s.cfg.Model.setEOS(sp)
+				s.cfg.Model.SetEOS(sp)
 			} else if !sp.IgnoreEOS {
 				sp.IgnoreEOS = true
 			}
@@ -397,7 +405,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 			return
 		}
 	}
-	if err := s.cfg.Model.check(&req); err != nil {
+	if err := s.cfg.Model.Check(&req); err != nil {
 		s.sendError(c, userID, ErrTypeInvalidRequest, "ADD: "+err.Error(), nil)
 		return
 	}
@@ -414,8 +422,10 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
-		span.dispatched(rank)
-		s.cfg.stats.addPrompt(rank, len(req.PromptTokenIDs))
+		span.Dispatched(rank)
+		if s.cfg.Stats != nil {
+			s.cfg.Stats.AddPrompt(rank, len(req.PromptTokenIDs))
+		}
 		s.mu.Lock()
 		if lr, ok := c.reqs[userID]; ok && lr.engineID == engineID {
 			lr.rank = rank
@@ -428,7 +438,7 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.mu.Unlock()
 		typ, msg, ranks := s.classify(err)
 		s.sendError(c, userID, typ, msg, ranks)
-		span.end(0, nil, 0, err)
+		span.End(0, nil, 0, err)
 		if s.accessLog {
 			s.logRequest(c, userID, liveReq{rank: -1, start: start, prompt: len(req.PromptTokenIDs)}, typ)
 		}
@@ -462,9 +472,9 @@ func (s *ClientServer) classify(err error) (typ, msg string, ranks []int) {
 		if r == nil {
 			r = []int{}
 		}
-		return TypeInvalidDataParallelRank, bad.Error(), r
+		return apicore.TypeInvalidDataParallelRank, bad.Error(), r
 	case errors.As(err, &dup):
-		return TypeDuplicateRequestID, dup.Error(), nil
+		return apicore.TypeDuplicateRequestID, dup.Error(), nil
 	case errors.As(err, &inv):
 		return ErrTypeInvalidRequest, inv.Error(), nil
 	case errors.Is(err, dispatcher.ErrDraining), errors.Is(err, dispatcher.ErrClosed):

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 // Writing to clients. A client's outputs are written by whoever holds its writer
 // role (client.writing), one at a time: usually the engine output goroutine that
@@ -16,10 +16,10 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// sealBatchDown seals rank's open batches when the engine went down, starting a
+// SealBatchDown seals rank's open batches when the engine went down, starting a
 // writer goroutine for each client that needs one (the caller, the frontend's
 // control loop, writes nothing itself).
-func (s *ClientServer) sealBatchDown(rank int) {
+func (s *ClientServer) SealBatchDown(rank int) {
 	var buf [8]*client
 	_, now := s.sealBatch(rank, buf[:0])
 	for _, c := range now {

@@ -1,24 +1,19 @@
-package server
+package clientapi
 
 // Regression tests for issue 17's client-protocol and serve items.
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/switchyard-llm/switchyard/dispatcher"
-	"github.com/switchyard-llm/switchyard/frontend"
-	"github.com/switchyard-llm/switchyard/internal/testwait"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -80,7 +75,7 @@ func TestClientProtocolNegativeCallID(t *testing.T) {
 	if e["type"] != ErrTypeInvalidMessage || !strings.Contains(e["message"].(string), "call_id") {
 		t.Errorf("error %v", e)
 	}
-	if n := h.f.utilities.Load(); n != 0 {
+	if n := h.f.Utilities.Load(); n != 0 {
 		t.Errorf("%d utility calls reached engines", n)
 	}
 }
@@ -99,7 +94,7 @@ func TestClientProtocolDeepUtilityArgs(t *testing.T) {
 	if e := h.nextError(t); e["type"] != ErrTypeInvalidMessage {
 		t.Errorf("error %v", e)
 	}
-	if n := h.f.utilities.Load(); n != 0 {
+	if n := h.f.Utilities.Load(); n != 0 {
 		t.Errorf("%d utility calls reached engines", n)
 	}
 	ok := append(bytes.Repeat([]byte{0x91}, maxMsgpackDepth), 0xc0)
@@ -111,7 +106,7 @@ func TestClientProtocolDeepUtilityArgs(t *testing.T) {
 	}
 }
 
-// A request id longer than MaxRequestIDLen is refused, and not echoed (it would
+// A request id longer than apicore.MaxRequestIDLen is refused, and not echoed (it would
 // be repeated in every output of the request).
 func TestClientProtocolLongRequestID(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
@@ -121,7 +116,7 @@ func TestClientProtocolLongRequestID(t *testing.T) {
 	if e["type"] != ErrTypeInvalidRequest || e["request_id"] != nil || len(m[0]) > 1024 {
 		t.Errorf("error (%d bytes) %v", len(m[0]), e["type"])
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }
 
 // A client that sends a frame over --client-max-frame-bytes is disconnected before
@@ -133,25 +128,27 @@ func TestClientProtocolFrameLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMsg(t, logs, "transport: dropped peer sending an oversized frame or message")
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }
 
-// An engine that registers max_model_len 0 or less is kept out of routing with a
-// log line; the dispatcher read 0 as "unknown" and took every prompt for it.
-func TestEngineNonPositiveMaxModelLen(t *testing.T) {
-	for _, n := range []int64{0, -5} {
-		f := newFakeCore(t, 0)
-		logs := make(chan string, 8)
-		ev := &engineEvents{d: f.d, log: slog.New(msgHandler{logs})}
-		ev.EngineUp(0, frontend.EngineInfo{Rank: 0, Ready: wire.ReadyResponse{MaxModelLen: wire.SomeInt(n)}})
-		waitMsg(t, logs, "refusing engine: invalid max_model_len")
-		st := f.d.Engines()
-		if len(st) != 1 || st[0].State == dispatcher.EngineStateUp || !strings.Contains(st[0].Cause, "max_model_len") {
-			t.Errorf("max_model_len %d: %+v", n, st)
-		}
-		if _, err := f.d.Submit(context.Background(), mkEngineReq("x")); !errors.Is(err, dispatcher.ErrNoEngines) {
-			t.Errorf("max_model_len %d: submit %v, want ErrNoEngines", n, err)
-		}
+// A prompt over apicore.MaxPromptTokens is refused from its raw length, before decoding
+// (which made an int64 of every one-byte id: 8x the frame); it used to be decoded
+// and sent on.
+func TestClientProtocolPromptLimit(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{MaxFrameBytes: 4 << 20, MaxMessageBytes: 4 << 20})
+	req := mkEngineReq("big")
+	req.PromptTokenIDs = make([]int64, apicore.MaxPromptTokens+1)
+	h.send(t, req)
+	e := h.nextError(t)
+	if e["type"] != ErrTypeInvalidRequest || !strings.Contains(e["message"].(string), "more than the limit") {
+		t.Errorf("error %v", e)
+	}
+	h.f.NoAdds(t)
+	if n, ok := addPromptLen(func() []byte {
+		b, _, _ := wire.AppendAdd(nil, mkEngineReq("x"))
+		return b
+	}()); !ok || n != 1 {
+		t.Errorf("addPromptLen of a 1-token ADD: %d %v", n, ok)
 	}
 }
 
@@ -160,106 +157,4 @@ func mkEngineReq(id string) *wire.EngineCoreRequest {
 	sp.IgnoreEOS = true
 	sp.Normalize()
 	return &wire.EngineCoreRequest{RequestID: id, PromptTokenIDs: []int64{1}, Sampling: &sp}
-}
-
-// The bootstrap registry's log lines carry component=bootstrap once (serve added
-// it, and so did the registry).
-func TestServeBootstrapComponentOnce(t *testing.T) {
-	var buf lockedBuffer
-	startServer(t, func(c *Config) {
-		c.BootstrapAddress = "127.0.0.1:0"
-		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
-	})
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(buf.String(), `"component":"bootstrap"`) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond) // the registry logs from its own goroutine
-	}
-	seen := 0
-	for line := range strings.SplitSeq(buf.String(), "\n") {
-		if n := strings.Count(line, `"component":"bootstrap"`); n > 0 {
-			seen++
-			if strings.Count(line, `"component"`) != 1 {
-				t.Errorf("component repeated: %s", line)
-			}
-		}
-	}
-	if seen == 0 {
-		t.Fatalf("no bootstrap log line in:\n%s", buf.String())
-	}
-}
-
-// During the drain a new HTTP request gets the 503 the README promises; the
-// listener used to close at once (connection refused, or a broken pipe).
-func TestServeShutdownAnswers503(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.HTTPAddress = "127.0.0.1:0"
-	cfg.ClientAddress = ""
-	cfg.MockEngines = 1
-	cfg.MockStep = 20 * time.Millisecond
-	cfg.ShutdownTimeout = 5 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + s.HTTPAddr()
-	long := make(chan error, 1)
-	go func() {
-		resp, err := testwait.HTTPClient.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 40}`))
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		long <- err
-	}()
-	for deadline := time.Now().Add(testwait.Deadline); s.d.InFlight() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the long request never became in flight")
-		}
-	}
-	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(ctx) }()
-	for deadline := time.Now().Add(testwait.Deadline); s.shutdownReason.Load() == nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the drain never started")
-		}
-	}
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testwait.Deadline}
-	resp, err := c.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 1}`))
-	if err != nil {
-		t.Fatalf("new request during the drain: %v; want a 503", err)
-	}
-	var e errorBody
-	_ = json.NewDecoder(resp.Body).Decode(&e)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || !strings.Contains(e.Error.Message, "shutting down") {
-		t.Errorf("new request during the drain: %d %+v", resp.StatusCode, e)
-	}
-	if err := testwait.Recv(t, long, "the in-flight request"); err != nil {
-		t.Errorf("in-flight request: %v", err)
-	}
-	if err := testwait.Recv(t, shut, "Shutdown"); err != nil {
-		t.Errorf("shutdown: %v", err)
-	}
-}
-
-// A prompt over MaxPromptTokens is refused from its raw length, before decoding
-// (which made an int64 of every one-byte id: 8x the frame); it used to be decoded
-// and sent on.
-func TestClientProtocolPromptLimit(t *testing.T) {
-	h := newClientHarness(t, ClientConfig{MaxFrameBytes: 4 << 20, MaxMessageBytes: 4 << 20})
-	req := mkEngineReq("big")
-	req.PromptTokenIDs = make([]int64, MaxPromptTokens+1)
-	h.send(t, req)
-	e := h.nextError(t)
-	if e["type"] != ErrTypeInvalidRequest || !strings.Contains(e["message"].(string), "more than the limit") {
-		t.Errorf("error %v", e)
-	}
-	h.f.noAdds(t)
-	if n, ok := addPromptLen(func() []byte {
-		b, _, _ := wire.AppendAdd(nil, mkEngineReq("x"))
-		return b
-	}()); !ok || n != 1 {
-		t.Errorf("addPromptLen of a 1-token ADD: %d %v", n, ok)
-	}
 }

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 // Raw-byte checks of client messages: the depth bound (wire.CheckMsgpackDepth,
 // shared with the dispatcher's decoding of engine utility results) and the

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 import (
 	"bytes"

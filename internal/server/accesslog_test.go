@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -40,9 +42,9 @@ func newLoggedAPI(t *testing.T, logRequests bool) (*lockedBuffer, *httptest.Serv
 	buf := &lockedBuffer{}
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		Logger:      slog.New(slog.NewJSONHandler(buf, nil)),
 		LogRequests: logRequests,
@@ -154,7 +156,7 @@ func TestVersionEndpoint(t *testing.T) {
 // at submission, or aborted by the client.
 func TestClientAccessLog(t *testing.T) {
 	buf := &lockedBuffer{}
-	h := newClientHarness(t, ClientConfig{LogRequests: true, Logger: slog.New(slog.NewJSONHandler(buf, nil))})
+	h := newClientHarness(t, clientapi.ClientConfig{LogRequests: true, Logger: slog.New(slog.NewJSONHandler(buf, nil))})
 	h.add(t, "r1", 3, wire.OptInt{})
 	for !h.nextOutputs(t).Outputs[0].Finished() {
 	}
@@ -164,7 +166,7 @@ func TestClientAccessLog(t *testing.T) {
 	}
 	want := []map[string]any{
 		{"request_id": "r1", "status": "length", "prompt_tokens": 2.0, "completion_tokens": 3.0},
-		{"request_id": "r2", "status": TypeInvalidDataParallelRank, "prompt_tokens": 2.0, "completion_tokens": 0.0},
+		{"request_id": "r2", "status": apicore.TypeInvalidDataParallelRank, "prompt_tokens": 2.0, "completion_tokens": 0.0},
 	}
 	var lines []map[string]any
 	deadline := time.Now().Add(5 * time.Second)

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -20,9 +22,9 @@ func newAdminAPI(t *testing.T, ranks int, dcfg dispatcher.Config, cfg APIConfig)
 	t.Helper()
 	f := newFakeCoreConfig(t, ranks, dcfg)
 	reg := prometheus.NewRegistry()
-	cfg.Dispatcher = f.d
-	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.d.Engines()) }
-	cfg.Model = ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}
+	cfg.Dispatcher = f.D
+	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.D.Engines()) }
+	cfg.Model = apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	ts := httptest.NewServer(NewAPI(cfg).Handler())
 	t.Cleanup(ts.Close)
@@ -117,7 +119,7 @@ func TestGroupBrokenHTTP(t *testing.T) {
 	if resp, _ := call(t, ts, http.MethodGet, "/health"); resp.StatusCode != 200 {
 		t.Fatalf("health before: %d", resp.StatusCode)
 	}
-	f.d.EngineDown(1, errors.New("output EOF"))
+	f.D.EngineDown(1, errors.New("output EOF"))
 	resp, body := post(t, ts, `{"prompt": [1, 2], "max_tokens": 2}`)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), "lockstep group of 3 ranks is broken: rank 1 died") {
 		t.Errorf("new request: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
@@ -130,7 +132,7 @@ func TestGroupBrokenHTTP(t *testing.T) {
 	if v[0].State != "group_broken" || v[1].State != "dead" || v[2].State != "group_broken" || v[0].Ready || !strings.Contains(v[0].Cause, "rank 1 died") {
 		t.Errorf("/v1/engines = %+v", v)
 	}
-	f.d.EngineUp(1)
+	f.D.EngineUp(1)
 	if resp, body := post(t, ts, `{"prompt": [1, 2], "max_tokens": 2}`); resp.StatusCode != 200 {
 		t.Errorf("after the rank rejoined: %d %s", resp.StatusCode, body)
 	}
@@ -142,19 +144,19 @@ func TestGroupBrokenHTTP(t *testing.T) {
 // The client protocol names a broken group and a draining rank by type.
 func TestClientProtocolGroupBrokenAndDraining(t *testing.T) {
 	f := newFakeCoreConfig(t, 3, dispatcher.Config{LockstepRanks: 3})
-	h := newClientHarnessOn(t, f, ClientConfig{})
-	if err := f.d.DrainEngine(2); err != nil {
+	h := newClientHarnessOn(t, f, clientapi.ClientConfig{})
+	if err := f.D.DrainEngine(2); err != nil {
 		t.Fatal(err)
 	}
 	h.add(t, "to-draining", 3, wire.SomeInt(2))
-	if e := h.nextError(t); e["type"] != ErrTypeEngineDraining || e["request_id"] != "to-draining" {
+	if e := h.nextError(t); e["type"] != clientapi.ErrTypeEngineDraining || e["request_id"] != "to-draining" {
 		t.Errorf("pinned to a draining rank: %v", e)
 	}
-	f.d.EngineDown(1, errors.New("output EOF"))
+	f.D.EngineDown(1, errors.New("output EOF"))
 	h.add(t, "broken", 3, wire.OptInt{})
 	e := h.nextError(t)
-	if msg, _ := e["message"].(string); e["type"] != ErrTypeGroupBroken || !strings.Contains(msg, "rank 1 died") {
+	if msg, _ := e["message"].(string); e["type"] != clientapi.ErrTypeGroupBroken || !strings.Contains(msg, "rank 1 died") {
 		t.Errorf("while the group is broken: %v", e)
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }

@@ -12,33 +12,23 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// nextKey waits for the client key of the next ADD.
-func (f *fakeEngines) nextKey(t *testing.T) uint64 {
-	t.Helper()
-	select {
-	case k := <-f.keys:
-		return k
-	case <-time.After(5 * time.Second):
-		t.Fatal("no ADD reached the engines")
-		return 0
-	}
-}
-
 // Every ADD of one client-protocol connection is submitted as one client of
 // the fair share, and another connection as another: a burst from one then
 // waits for room behind itself. Each ADD used to be a client of its own.
 func TestClientProtocolFairShareKey(t *testing.T) {
-	h := newClientHarness(t, ClientConfig{})
+	h := newClientHarness(t, clientapi.ClientConfig{})
 	h.add(t, "r1", 1, wire.OptInt{})
-	k1 := h.f.nextKey(t)
+	k1 := h.f.NextKey(t)
 	h.nextOutputs(t)
 	h.add(t, "r2", 1, wire.OptInt{})
-	k2 := h.f.nextKey(t)
+	k2 := h.f.NextKey(t)
 	h.nextOutputs(t)
 	if k1 != k2 {
 		t.Fatalf("two ADDs of one connection were submitted as clients %#x and %#x", k1, k2)
@@ -60,7 +50,7 @@ func TestClientProtocolFairShareKey(t *testing.T) {
 	if err := other.Send([]byte{wire.RequestAdd}, body); err != nil {
 		t.Fatal(err)
 	}
-	if k3 := h.f.nextKey(t); k3 == k1 || k3&(1<<63) != 0 {
+	if k3 := h.f.NextKey(t); k3 == k1 || k3&(1<<63) != 0 {
 		t.Fatalf("second connection submitted as client %#x (first %#x)", k3, k1)
 	}
 }
@@ -74,7 +64,7 @@ func TestHTTPFairShareKey(t *testing.T) {
 		if resp, body := post(t, ts, `{"prompt": [1, 2], "max_tokens": 1}`); resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
-		keys = append(keys, f.nextKey(t))
+		keys = append(keys, f.NextKey(t))
 	}
 	if keys[0] != keys[1] || keys[0]&(1<<62) == 0 || keys[0]&(1<<63) != 0 {
 		t.Fatalf("keys of two requests from one host: %#x %#x", keys[0], keys[1])
@@ -96,7 +86,7 @@ func apiErrorOf(t *testing.T, body []byte) errorDetail {
 func TestBusyEngineIs503(t *testing.T) {
 	f, ts := newTestAPI(t, 2)
 	var busy error = &frontend.QueueFullError{Rank: 0, Queued: 1024, Cause: frontend.ErrSendWait}
-	f.refuse.Store(&busy)
+	f.Refuse.Store(&busy)
 	resp, body := post(t, ts, `{"prompt": [1, 2], "max_tokens": 1}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("busy engine: %d Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
@@ -105,9 +95,9 @@ func TestBusyEngineIs503(t *testing.T) {
 		t.Fatalf("error body %+v", e)
 	}
 
-	h := newClientHarnessOn(t, f, ClientConfig{})
+	h := newClientHarnessOn(t, f, clientapi.ClientConfig{})
 	h.add(t, "b1", 1, wire.OptInt{})
-	if e := h.nextError(t); e["type"] != ErrTypeEngineBusy || e["request_id"] != "b1" {
+	if e := h.nextError(t); e["type"] != clientapi.ErrTypeEngineBusy || e["request_id"] != "b1" {
 		t.Fatalf("client protocol: %v", e)
 	}
 }
@@ -116,9 +106,9 @@ func TestBusyEngineIs503(t *testing.T) {
 // EngineStalled on the client protocol. It used to be a 500.
 func TestStalledEngineIs503(t *testing.T) {
 	f := newFakeCoreConfig(t, 1, dispatcher.Config{StallTimeout: time.Hour})
-	f.hold.Store(true)
-	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return nil },
-		Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}})
+	f.Hold.Store(true)
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return nil },
+		Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}})
 	ts := newServer(t, api.Handler())
 	type answer struct {
 		resp *http.Response
@@ -129,12 +119,12 @@ func TestStalledEngineIs503(t *testing.T) {
 		resp, body := postNoFatal(ts, `{"prompt": [1, 2], "max_tokens": 5}`)
 		got <- answer{resp, body}
 	}()
-	testwait.Recv(t, f.adds, "the HTTP request's ADD")
-	h := newClientHarnessOn(t, f, ClientConfig{})
+	testwait.Recv(t, f.Adds, "the HTTP request's ADD")
+	h := newClientHarnessOn(t, f, clientapi.ClientConfig{})
 	h.add(t, "s1", 5, wire.OptInt{})
-	testwait.Recv(t, f.adds, "s1's ADD")
+	testwait.Recv(t, f.Adds, "s1's ADD")
 	h.nextOutputs(t) // its first token
-	if ranks := f.d.CheckStalls(time.Now().Add(2 * time.Hour)); len(ranks) != 1 {
+	if ranks := f.D.CheckStalls(time.Now().Add(2 * time.Hour)); len(ranks) != 1 {
 		t.Fatalf("stalled ranks %v", ranks)
 	}
 	a := testwait.Recv(t, got, "the HTTP answer")
@@ -149,7 +139,7 @@ func TestStalledEngineIs503(t *testing.T) {
 		if m[0][0]&0xf0 != 0x80 {
 			continue // the synthesised final output
 		}
-		if e := h.decodeError(t, m); e["type"] != ErrTypeEngineStalled || e["request_id"] != "s1" {
+		if e := h.decodeError(t, m); e["type"] != clientapi.ErrTypeEngineStalled || e["request_id"] != "s1" {
 			t.Fatalf("client protocol: %v", e)
 		}
 		return

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 )
 
@@ -68,7 +69,7 @@ func (r *ChatRequest) field(key string) any {
 // exact names, unknown fields skipped.
 func readChat(r io.Reader) (*ChatRequest, error) {
 	req := &ChatRequest{}
-	if err := readObject(r, MaxPromptTokens, req, nil); err != nil {
+	if err := readObject(r, apicore.MaxPromptTokens, req, nil); err != nil {
 		return nil, err
 	}
 	return req, nil

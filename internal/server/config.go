@@ -12,6 +12,8 @@ import (
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -88,7 +90,7 @@ type Config struct {
 	// ClientAddress is the ZeroMQ ROUTER endpoint of the msgpack client protocol;
 	// empty disables it.
 	ClientAddress string
-	// ClientTimeout: see ClientConfig.Timeout.
+	// ClientTimeout: see clientapi.ClientConfig.Timeout.
 	ClientTimeout time.Duration
 	// ClientMaxFrameBytes and ClientMaxMessageBytes bound what one msgpack client
 	// sends (a frame, and all frames of one message): a client that sends more is
@@ -99,7 +101,7 @@ type Config struct {
 	// counts); more are closed as they are accepted. 0 = no cap.
 	ClientMaxConnections int
 	// ClientToken, when set, is the token a msgpack client presents (an AUTH
-	// message) before it is served: see ClientConfig.Token.
+	// message) before it is served: see clientapi.ClientConfig.Token.
 	ClientToken string
 
 	// MaxBodyBytes caps an HTTP request body (--max-body-bytes).
@@ -228,7 +230,7 @@ func DefaultConfig() Config {
 		MaxConcurrentRequests: 4096,
 		LBPolicy:              dispatcher.PolicyLeastLoaded,
 		KV:                    DefaultKVConfig(),
-		MaxLogprobs:           DefaultMaxLogprobs,
+		MaxLogprobs:           apicore.DefaultMaxLogprobs,
 		ShutdownTimeout:       30 * time.Second,
 		ReadyTimeout:          30 * time.Second,
 		Bootstrap:             bootstrap.DefaultConfig(),
@@ -239,10 +241,8 @@ func DefaultConfig() Config {
 }
 
 // DefaultClientMaxBytes is the default frame and message bound of the client
-// protocol: the largest legal ADD, a MaxPromptTokens prompt, is 5 MiB with ids
-// encoded as msgspec encodes them (at most 5 bytes below 2^32), plus its sampling
-// parameters. Clients that send prompt embeddings raise it.
-const DefaultClientMaxBytes = 8 << 20
+// protocol (clientapi.DefaultMaxBytes).
+const DefaultClientMaxBytes = clientapi.DefaultMaxBytes
 
 // DefaultServedModelName is the vllm:* series' model_name when none is configured.
 const DefaultServedModelName = "switchyard"
@@ -256,8 +256,8 @@ func (c Config) ModelName() string {
 }
 
 // Model is what the request paths need to know of the model.
-func (c Config) Model() ModelRules {
-	return ModelRules{EOSTokenIDs: c.EOSTokenIDs, VocabSize: c.VocabSize, MaxLogprobs: c.MaxLogprobs}
+func (c Config) Model() apicore.ModelRules {
+	return apicore.ModelRules{EOSTokenIDs: c.EOSTokenIDs, VocabSize: c.VocabSize, MaxLogprobs: c.MaxLogprobs}
 }
 
 // Embedded reports whether Start runs built-in mock engines.
@@ -378,7 +378,7 @@ func (c Config) Validate() error {
 	if _, err := bootstrap.ParseAdminNetworks("--admin-allow", c.AdminNetworks, c.AdminToken); err != nil {
 		return err // names the flag and says why; a non-loopback network needs --admin-token
 	}
-	if err := c.Model().validate(); err != nil {
+	if err := c.Model().Validate(); err != nil {
 		return err
 	}
 	for _, m := range c.AllowUtilityMethods {

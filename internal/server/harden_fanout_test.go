@@ -55,7 +55,7 @@ func TestMaxConcurrentRequestsCountsChoices(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "--max-concurrent-requests 4") {
 		t.Errorf("n=5 over a limit of 4: %d %s", resp.StatusCode, body)
 	}
-	f.hold.Store(true)
+	f.Hold.Store(true)
 	first := make(chan int, 1)
 	go func() {
 		resp, err := testwait.HTTPClient.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 5, "n": 3}`))
@@ -68,16 +68,16 @@ func TestMaxConcurrentRequestsCountsChoices(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	for range 3 {
-		testwait.Recv(t, f.adds, "the held fan-out's ADDs")
+		testwait.Recv(t, f.Adds, "the held fan-out's ADDs")
 	}
 	if resp, body := post(t, ts, `{"prompt": [1], "n": 2}`); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("n=2 with 1 of 4 slots free: %d %s", resp.StatusCode, body)
 	}
-	f.hold.Store(false)
+	f.Hold.Store(false)
 	if resp, body := post(t, ts, `{"prompt": [1], "max_tokens": 2}`); resp.StatusCode != 200 {
 		t.Errorf("one choice with 1 of 4 slots free: %d %s", resp.StatusCode, body)
 	}
-	f.d.Close() // ends the held request
+	f.D.Close() // ends the held request
 	testwait.Recv(t, first, "the held fan-out's answer")
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -98,16 +99,16 @@ func (e *endlessPrompt) Read(p []byte) (int, error) {
 }
 
 // The prompt is parsed as it arrives and the read stops at the token limit: a
-// body of endless token ids costs MaxPromptTokens ids, not the whole body (the
+// body of endless token ids costs apicore.MaxPromptTokens ids, not the whole body (the
 // old decoder read everything, 32 MiB, into memory before looking).
 func TestReadCompletionStopsAtPromptLimit(t *testing.T) {
 	r := &endlessPrompt{}
-	_, err := readCompletion(r, MaxPromptTokens)
+	_, err := readCompletion(r, apicore.MaxPromptTokens)
 	var ae *APIError
 	if !errorsAs(err, &ae) || ae.Param != "prompt" || !strings.Contains(ae.Message, "more than") {
 		t.Fatalf("err %v", err)
 	}
-	if limit := int64(2*MaxPromptTokens + 64<<10); r.n > limit {
+	if limit := int64(2*apicore.MaxPromptTokens + 64<<10); r.n > limit {
 		t.Errorf("read %d bytes of an endless prompt; want at most %d (the limit's worth)", r.n, limit)
 	}
 }
@@ -124,8 +125,8 @@ func errorsAs(err error, ae **APIError) bool {
 func TestCompletionFieldBounds(t *testing.T) {
 	for _, tt := range []struct{ body, param, msg string }{
 		{`{"prompt": [1], "cache_salt": ""}`, "cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided."},
-		{`{"prompt": [1], "request_id": "` + strings.Repeat("x", MaxRequestIDLen+1) + `"}`, "request_id", "more than the limit"},
-		{`{"prompt": [1], "model": "` + strings.Repeat("m", MaxModelNameLen+1) + `"}`, "model", "more than the limit"},
+		{`{"prompt": [1], "request_id": "` + strings.Repeat("x", apicore.MaxRequestIDLen+1) + `"}`, "request_id", "more than the limit"},
+		{`{"prompt": [1], "model": "` + strings.Repeat("m", apicore.MaxModelNameLen+1) + `"}`, "model", "more than the limit"},
 	} {
 		_, _, err := parse(tt.body)
 		ae, ok := err.(*APIError)
@@ -139,8 +140,8 @@ func TestCompletionFieldBounds(t *testing.T) {
 func newLimitedAPI(t *testing.T, cfg APIConfig) (*fakeEngines, *httptest.Server) {
 	t.Helper()
 	f := newFakeCore(t, 1)
-	cfg.Dispatcher = f.d
-	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.d.Engines()) }
+	cfg.Dispatcher = f.D
+	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.D.Engines()) }
 	reg := prometheus.NewRegistry()
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	ts := httptest.NewServer(NewAPI(cfg).Handler())
@@ -212,7 +213,7 @@ func TestAPIKey(t *testing.T) {
 // Beyond --max-concurrent-requests a request is a 503 with Retry-After at once.
 func TestMaxConcurrentRequests(t *testing.T) {
 	f, ts := newLimitedAPI(t, APIConfig{MaxConcurrentRequests: 1})
-	f.hold.Store(true)
+	f.Hold.Store(true)
 	first := make(chan int, 1)
 	go func() {
 		resp, err := testwait.HTTPClient.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt": [1], "max_tokens": 5}`))
@@ -224,13 +225,13 @@ func TestMaxConcurrentRequests(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	testwait.Recv(t, f.adds, "the first request's ADD") // it holds the only slot
+	testwait.Recv(t, f.Adds, "the first request's ADD") // it holds the only slot
 	resp, body := post(t, ts, `{"prompt": [1]}`)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-concurrent-requests") {
 		t.Errorf("second request: %d Retry-After=%q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	f.hold.Store(false)
-	f.d.Close() // ends the held request
+	f.Hold.Store(false)
+	f.D.Close() // ends the held request
 	testwait.Recv(t, first, "the first request's answer")
 }
 
@@ -271,7 +272,7 @@ func TestExpectContinueAbsurdLength(t *testing.T) {
 	if strings.Contains(ans, "100 Continue") || !strings.HasPrefix(ans, "HTTP/1.1 413") || !strings.Contains(ans, `"code":413`) {
 		t.Errorf("answer %q", ans)
 	}
-	f.noAdds(t)
+	f.NoAdds(t)
 }
 
 // A chunked body that trickles for ever gets a 408 once --http-body-timeout passes
@@ -283,7 +284,7 @@ func TestBodyTimeout(t *testing.T) {
 	if !strings.HasPrefix(ans, "HTTP/1.1 408") || !strings.Contains(ans, "--http-body-timeout") {
 		t.Errorf("answer %q", ans)
 	}
-	f.noAdds(t)
+	f.NoAdds(t)
 }
 
 // net/http's own error answers (malformed request, headers too large) are JSON in
@@ -395,9 +396,9 @@ func TestConnectionCap(t *testing.T) {
 // figures, not what it holds.
 func TestMergeEnginesDeadRankHasNoLoad(t *testing.T) {
 	f := newFakeCore(t, 2)
-	f.d.ObserveLoad(1, 3, 4, 0.5)
-	f.d.EngineDown(1, fmt.Errorf("gone"))
-	views := mergeEngines(nil, f.d.Engines())
+	f.D.ObserveLoad(1, 3, 4, 0.5)
+	f.D.EngineDown(1, fmt.Errorf("gone"))
+	views := mergeEngines(nil, f.D.Engines())
 	v := views[1]
 	if v.Ready || v.Running != 0 || v.Waiting != 0 || v.KVCacheUsage != 0 {
 		t.Errorf("dead rank: %+v", v)
@@ -420,7 +421,7 @@ func TestChunkedBodyLimit(t *testing.T) {
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "--max-body-bytes") {
 		t.Errorf("%d %s", resp.StatusCode, b)
 	}
-	f.noAdds(t)
+	f.NoAdds(t)
 }
 
 // --max-connections is lowered to what the open-file limit leaves after the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 )
 
 // newHardenTextAPI is newTextAPI with text changed by edit first.
@@ -20,9 +21,9 @@ func newHardenTextAPI(t *testing.T, edit func(*Text)) (*fakeEngines, *httptest.S
 		Parse:    func(string) (ChatTemplate, error) { return fakeTemplate{format: "string"}, nil }}
 	edit(text)
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg, Text: text,
 	})
 	ts := httptest.NewServer(api.Handler())

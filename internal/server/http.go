@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/version"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -36,7 +37,7 @@ const RankHeader = "X-data-parallel-rank"
 type API struct {
 	d        *dispatcher.Dispatcher
 	engines  func() []EngineView
-	model    ModelRules
+	model    apicore.ModelRules
 	maxBody  int64
 	log      *slog.Logger
 	metrics  *httpMetrics
@@ -62,7 +63,7 @@ type APIConfig struct {
 	// Engines lists the engines for /v1/engines and /health.
 	Engines func() []EngineView
 	// Model is what serve knows of the model (EOS ids, vocabulary, max_logprobs).
-	Model ModelRules
+	Model apicore.ModelRules
 	// MaxBodyBytes caps a request body; 0 = DefaultMaxBodyBytes. A body that
 	// declares more (Content-Length) is refused before any of it is read, and so
 	// before an "Expect: 100-continue" is answered.
@@ -129,7 +130,7 @@ func NewAPI(cfg APIConfig) *API {
 	a.logRequests = cfg.LogRequests
 	a.stats = cfg.stats
 	if cfg.TracerProvider != nil {
-		a.tracer = cfg.TracerProvider.Tracer(tracerName)
+		a.tracer = cfg.TracerProvider.Tracer(apicore.TracerName)
 	}
 	var err error
 	if a.admin, err = newAdminGuard(cfg.AdminToken, cfg.AdminNetworks); err != nil && a.log != nil {
@@ -271,7 +272,7 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 	}
 	// A prompt longer than every engine's context cannot be served: the read stops
 	// there (one exactly as long is read, for the dispatcher's precise refusal).
-	limit := MaxPromptTokens
+	limit := apicore.MaxPromptTokens
 	if n := a.contextLen(-1); n > 0 && n < int64(limit) {
 		limit = int(n)
 	}
@@ -363,7 +364,7 @@ func (a *API) submitError(err error) *APIError {
 	case errors.As(err, &bad):
 		return InvalidRankError(bad.Rank, bad.ConnectedRanks)
 	case errors.As(err, &dup):
-		return &APIError{Status: http.StatusBadRequest, Type: TypeDuplicateRequestID, Param: "request_id", Message: err.Error()}
+		return &APIError{Status: http.StatusBadRequest, Type: apicore.TypeDuplicateRequestID, Param: "request_id", Message: err.Error()}
 	case errors.Is(err, dispatcher.ErrDraining), errors.Is(err, dispatcher.ErrClosed):
 		msg := "switchyard is shutting down and accepts no new requests"
 		return &APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable, Message: msg}
@@ -411,7 +412,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionRequest, prompts [][]int64, t Translate, chat *ChatRequest) {
 	// The span's parent is the client's traceparent; its context goes to the
 	// engines in trace_headers (tracing.go).
-	traceCtx, span := startRequestSpan(a.tracer, r, t.BaseID)
+	traceCtx, span := apicore.StartRequestSpan(a.tracer, r, t.BaseID)
 	var c *completion
 	if span != nil {
 		defer func() {
@@ -433,7 +434,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			if status >= 400 {
 				err = fmt.Errorf("HTTP %d", status)
 			}
-			span.end(tokens, finish, status, err)
+			span.End(tokens, finish, status, err)
 		}()
 	}
 	// The request holds one slot since admission; its other choices take theirs.
@@ -448,11 +449,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 		return
 	}
 	if span != nil {
-		headers := traceHeaders(traceCtx)
+		headers := apicore.TraceHeaders(traceCtx)
 		for _, er := range ereqs {
 			er.TraceHeaders = headers
 		}
-		span.request(ereqs)
+		span.Request(ereqs)
 	}
 	if apiErr := a.checkContext(req, ereqs); apiErr != nil {
 		writeError(w, apiErr)
@@ -466,7 +467,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			writeError(w, a.submitError(err))
 			return
 		}
-		if err := a.model.check(er); err != nil {
+		if err := a.model.Check(er); err != nil {
 			writeError(w, a.submitError(err))
 			return
 		}
@@ -488,11 +489,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			return
 		}
 		streams = append(streams, s)
-		a.stats.addPrompt(s.Rank(), len(er.PromptTokenIDs))
+		a.stats.AddPrompt(s.Rank(), len(er.PromptTokenIDs))
 	}
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
-		span.dispatched(streams[0].Rank())
+		span.Dispatched(streams[0].Rank())
 	}
 	c = newCompletion(t.BaseID, a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {
@@ -529,7 +530,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			return
 		case ev.out.Finished() || len(ev.out.TokenIDs) > 0:
 			if len(ev.out.TokenIDs) > 0 {
-				span.firstToken()
+				span.FirstToken()
 			}
 			c.add(ev.choice, toWire(&ev.out))
 		}
@@ -556,7 +557,7 @@ func writeCompletion(w http.ResponseWriter, c *completion) {
 
 // stream answers with server-sent events: one chunk per engine step per choice, a
 // final usage chunk when asked for, then "data: [DONE]".
-func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, events *fanIn, includeUsage bool, span *reqSpan) {
+func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, events *fanIn, includeUsage bool, span *apicore.Span) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -618,7 +619,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 			continue
 		}
 		if len(ev.out.TokenIDs) > 0 {
-			span.firstToken()
+			span.FirstToken()
 		}
 		delta := c.add(ev.choice, toWire(&ev.out))
 		if !sendChunk(&delta, nil) {

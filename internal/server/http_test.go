@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -25,9 +26,9 @@ func newTestAPI(t *testing.T, ranks int) (*fakeEngines, *httptest.Server) {
 	f := newFakeCore(t, ranks)
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 	})
 	ts := httptest.NewServer(api.Handler())
@@ -80,7 +81,7 @@ func TestCompletionNonStreaming(t *testing.T) {
 	if resp.Header.Get(RankHeader) == "" {
 		t.Error("no X-data-parallel-rank in the answer")
 	}
-	req := testwait.Recv(t, f.adds, "the ADD")
+	req := testwait.Recv(t, f.Adds, "the ADD")
 	if req.Sampling.EOSTokenID != wire.SomeInt(2) || req.Sampling.MaxTokens != wire.SomeInt(4) {
 		t.Errorf("engine request sampling %+v", req.Sampling)
 	}
@@ -109,7 +110,7 @@ func TestCompletionFanOut(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 4 {
-		req := testwait.Recv(t, f.adds, "an ADD")
+		req := testwait.Recv(t, f.Adds, "an ADD")
 		if req.Sampling.N != 1 || seen[req.RequestID] {
 			t.Errorf("engine request %s n=%d (duplicate=%v)", req.RequestID, req.Sampling.N, seen[req.RequestID])
 		}
@@ -190,7 +191,7 @@ func TestCompletionErrors(t *testing.T) {
 		{"negative id", `{"prompt": [-1]}`, nil, 400, TypeBadRequest, "prompt", "negative", nil},
 		{"top_p", `{"prompt": [1], "top_p": 2}`, nil, 400, TypeBadRequest, "top_p", "top_p", nil},
 		{"bad header", `{"prompt": [1]}`, []string{RankHeader, "x"}, 400, TypeBadRequest, RankHeader, "non-negative integer", nil},
-		{"rank not connected", `{"prompt": [1]}`, []string{RankHeader, "7"}, 400, TypeInvalidDataParallelRank, RankHeader,
+		{"rank not connected", `{"prompt": [1]}`, []string{RankHeader, "7"}, 400, apicore.TypeInvalidDataParallelRank, RankHeader,
 			"data parallel rank 7 is not connected to this frontend; connected ranks: [0, 1]", []any{0.0, 1.0}},
 	}
 	for _, tt := range tests {
@@ -217,7 +218,7 @@ func TestCompletionErrors(t *testing.T) {
 					t.Errorf("connected_ranks (-want +got):\n%s", diff)
 				}
 			}
-			f.noAdds(t)
+			f.NoAdds(t)
 		})
 	}
 }
@@ -231,7 +232,7 @@ func TestPinnedRank(t *testing.T) {
 	if got := resp.Header.Get(RankHeader); got != "1" {
 		t.Errorf("answered by rank %q, want 1", got)
 	}
-	if req := testwait.Recv(t, f.adds, "the ADD"); req.DataParallelRank != wire.SomeInt(1) {
+	if req := testwait.Recv(t, f.Adds, "the ADD"); req.DataParallelRank != wire.SomeInt(1) {
 		t.Errorf("data_parallel_rank %+v", req.DataParallelRank)
 	}
 }
@@ -242,7 +243,7 @@ func TestDisconnectAborts(t *testing.T) {
 		name := map[bool]string{true: "stream", false: "plain"}[stream]
 		t.Run(name, func(t *testing.T) {
 			f, ts := newTestAPI(t, 1)
-			f.hold.Store(true)
+			f.Hold.Store(true)
 			ctx, cancel := context.WithCancel(context.Background())
 			body := `{"prompt": [1], "max_tokens": 50, "stream": ` + map[bool]string{true: "true", false: "false"}[stream] + `}`
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(body))
@@ -255,10 +256,10 @@ func TestDisconnectAborts(t *testing.T) {
 				}
 				errc <- err
 			}()
-			added := testwait.Recv(t, f.adds, "the ADD")
+			added := testwait.Recv(t, f.Adds, "the ADD")
 			cancel()
 			testwait.Recv(t, errc, "the cancelled call to return")
-			f.expectAbort(t, added.RequestID)
+			f.ExpectAbort(t, added.RequestID)
 		})
 	}
 }
@@ -294,8 +295,8 @@ func TestHealthEnginesMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	f.d.EngineDown(0, nil)
-	f.d.EngineDown(1, nil)
+	f.D.EngineDown(0, nil)
+	f.D.EngineDown(1, nil)
 	if code, body := get("/health"); code != 503 {
 		t.Errorf("/health with no engine: %d %s", code, body)
 	}
@@ -306,14 +307,14 @@ func TestHealthEnginesMetrics(t *testing.T) {
 
 func TestBodyLimit(t *testing.T) {
 	f := newFakeCore(t, 1)
-	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return nil }, MaxBodyBytes: 64})
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return nil }, MaxBodyBytes: 64})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"prompt": [`+strings.Repeat("1,", 100)+`1]}`))
 	api.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("status %d: %s", rec.Code, rec.Body)
 	}
-	f.noAdds(t)
+	f.NoAdds(t)
 }
 
 // An engine that dies fails only its requests: 500 for a plain request, an error
@@ -322,7 +323,7 @@ func TestEngineDownFailsRequest(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) {
 			f, ts := newTestAPI(t, 1)
-			f.hold.Store(true)
+			f.Hold.Store(true)
 			body := `{"prompt": [1], "max_tokens": 50}`
 			if stream {
 				body = `{"prompt": [1], "max_tokens": 50, "stream": true}`
@@ -336,8 +337,8 @@ func TestEngineDownFailsRequest(t *testing.T) {
 				resp, b := post(t, ts, body)
 				res <- answer{resp.StatusCode, b}
 			}()
-			testwait.Recv(t, f.adds, "the ADD")
-			f.d.EngineDown(0, errors.New("killed"))
+			testwait.Recv(t, f.Adds, "the ADD")
+			f.D.EngineDown(0, errors.New("killed"))
 			a := testwait.Recv(t, res, "the answer")
 			if !stream {
 				if a.code != 500 || !strings.Contains(string(a.body), "engine rank 0 is down") {

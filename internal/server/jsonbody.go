@@ -6,7 +6,7 @@ package server
 // insensitively (vLLM's pydantic models match exactly, so "MAX_TOKENS" must not
 // set max_tokens) and names Go types in its errors. This decoder reads the body as
 // a stream: the prompt's token ids are parsed as they arrive and the read stops at
-// the first id past MaxPromptTokens; unknown fields are skipped without being kept;
+// the first id past apicore.MaxPromptTokens; unknown fields are skipped without being kept;
 // known fields are matched exactly and their (small) values decoded one by one;
 // nesting is bounded (maxJSONDepth), so no value can exhaust the stack.
 
@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"io"
 	"reflect"
 	"sync"
@@ -407,10 +408,10 @@ const maxKeptScratch = 4 << 10
 // readCompletion decodes one completions body from r: exactly one JSON object,
 // fields matched by their exact names (a repeated name: the last wins, as in
 // Python), unknown fields skipped, the prompt parsed as it streams in and cut at
-// maxTokens ids (at most MaxPromptTokens; 0 = MaxPromptTokens).
+// maxTokens ids (at most apicore.MaxPromptTokens; 0 = apicore.MaxPromptTokens).
 func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
-	if maxTokens <= 0 || maxTokens > MaxPromptTokens {
-		maxTokens = MaxPromptTokens
+	if maxTokens <= 0 || maxTokens > apicore.MaxPromptTokens {
+		maxTokens = apicore.MaxPromptTokens
 	}
 	req := &CompletionRequest{}
 	if err := readObject(r, maxTokens, req, req); err != nil {

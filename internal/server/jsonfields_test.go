@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"strings"
 	"testing"
 )
@@ -15,14 +16,14 @@ func decodeBoth(t testing.TB, body string) (fast, slow string) {
 		slowScalarsOnly = slowOnly
 		defer func() { slowScalarsOnly = false }()
 		var out strings.Builder
-		if req, err := readCompletion(strings.NewReader(body), MaxPromptTokens); err != nil {
+		if req, err := readCompletion(strings.NewReader(body), apicore.MaxPromptTokens); err != nil {
 			fmt.Fprintf(&out, "completion error: %v\n", err)
 		} else {
 			b, _ := json.Marshal(req)
 			fmt.Fprintf(&out, "completion %s prompts %v\n", b, req.prompts)
 		}
 		var chat ChatRequest
-		if err := readObject(strings.NewReader(body), MaxPromptTokens, &chat, nil); err != nil {
+		if err := readObject(strings.NewReader(body), apicore.MaxPromptTokens, &chat, nil); err != nil {
 			fmt.Fprintf(&out, "chat error: %v\n", err)
 		} else {
 			b, _ := json.Marshal(chat)
@@ -81,7 +82,7 @@ func TestCapturedRawFieldsOutliveTheNextField(t *testing.T) {
 	body := `{"messages": [{"role": "user", "content": "first"}], "tools": [{"type": "function"}],` +
 		` "model": "a much longer model name that overwrites the buffer", "max_tokens": 7}`
 	var chat ChatRequest
-	if err := readObject(strings.NewReader(body), MaxPromptTokens, &chat, nil); err != nil {
+	if err := readObject(strings.NewReader(body), apicore.MaxPromptTokens, &chat, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(chat.Messages); got != `[{"role": "user", "content": "first"}]` {
@@ -96,7 +97,7 @@ func TestCapturedRawFieldsOutliveTheNextField(t *testing.T) {
 // null: before capture dropped the leading whitespace, it decoded to empty
 // options, which a non-streaming request is refused for.
 func TestStreamOptionsNullWithSpace(t *testing.T) {
-	req, err := readCompletion(strings.NewReader(`{"prompt": [1], "stream": false, "stream_options": null}`), MaxPromptTokens)
+	req, err := readCompletion(strings.NewReader(`{"prompt": [1], "stream": false, "stream_options": null}`), apicore.MaxPromptTokens)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,20 @@
 package server
 
 // The streaming half of readCompletion: the prompt's token ids, parsed as they
-// arrive so a body never costs more than MaxPromptTokens ids, and the table of the
+// arrive so a body never costs more than apicore.MaxPromptTokens ids, and the table of the
 // fields matched by their exact names.
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"math"
 	"strconv"
 )
 
 // prompt parses the prompt value as it streams in: a list of token ids or a list
-// of such lists. It stops at the first id past p.maxTokens (MaxPromptTokens, or
+// of such lists. It stops at the first id past p.maxTokens (apicore.MaxPromptTokens, or
 // the largest context an engine registered), so a body never costs more memory
 // than the limit allows.
 func (p *jsonReader) prompt(req *CompletionRequest) error {
@@ -202,11 +203,11 @@ func (p *jsonReader) idsHint() int {
 var slowIDsOnly bool
 
 func (p *jsonReader) tooManyIDs(where string) error {
-	if p.maxTokens < MaxPromptTokens {
+	if p.maxTokens < apicore.MaxPromptTokens {
 		// No engine could take it: stop here rather than read the rest.
 		return badRequest("prompt", "%s has more than %d tokens: longer than the maximum model length of every engine (%d)", where, p.maxTokens, p.maxTokens)
 	}
-	return badRequest("prompt", "%s has more than %d tokens, the limit", where, MaxPromptTokens)
+	return badRequest("prompt", "%s has more than %d tokens, the limit", where, apicore.MaxPromptTokens)
 }
 
 // fastID reads one array element that is a plain non-negative integer of at most

@@ -8,6 +8,7 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 )
 
 // TestFastIDsAgreeWithTheGeneralPath: prompts read with fastID give the same ids,
@@ -35,7 +36,7 @@ func TestFastIDsAgreeWithTheGeneralPath(t *testing.T) {
 		"byte":  iotest.OneByteReader,
 	}
 	for _, pr := range prompts {
-		for _, maxTokens := range []int{MaxPromptTokens, 2} {
+		for _, maxTokens := range []int{apicore.MaxPromptTokens, 2} {
 			body := `{"prompt": ` + pr + `, "max_tokens": 4}`
 			read := func(slow bool, wrap func(io.Reader) io.Reader) (string, [][]int64) {
 				slowIDsOnly = slow

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -19,7 +20,7 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "stream"}[stream], func(t *testing.T) {
 			f, ts := newTestAPI(t, 2)
-			f.hold.Store(true) // the first engine emits one token and keeps the request
+			f.Hold.Store(true) // the first engine emits one token and keeps the request
 			body := `{"prompt": [1], "max_tokens": 5}`
 			if stream {
 				body = `{"prompt": [1], "max_tokens": 5, "stream": true, "stream_options": {"include_usage": true}}`
@@ -39,7 +40,7 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 			}()
 			var first *wire.EngineCoreRequest
 			select {
-			case first = <-f.adds:
+			case first = <-f.Adds:
 			case a := <-res:
 				t.Fatalf("no ADD: %d %s", a.code, a.body)
 			case <-time.After(testwait.Deadline):
@@ -47,10 +48,10 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 			}
 			// The fake decided to hold this one before it showed the ADD; the
 			// continuation runs to the end.
-			f.hold.Store(false)
+			f.Hold.Store(false)
 			rank := liveRank(t, f)
-			f.d.EngineDown(rank, errors.New("killed"))
-			moved := testwait.Recv(t, f.adds, "the continuation's ADD")
+			f.D.EngineDown(rank, errors.New("killed"))
+			moved := testwait.Recv(t, f.Adds, "the continuation's ADD")
 			delivered := len(moved.PromptTokenIDs) - 1
 			if moved.RequestID == first.RequestID || moved.Sampling.MaxTokens.Value != int64(5-delivered) ||
 				!slices.Equal(moved.PromptTokenIDs[:1], []int64{1}) {
@@ -105,16 +106,16 @@ func TestEngineDownMigratesRequest(t *testing.T) {
 // On the msgpack protocol a moved request keeps arriving under the client's own id,
 // and a client ABORT afterwards reaches the new engine under the new engine id.
 func TestClientProtocolEngineDownMigrates(t *testing.T) {
-	h := newClientHarness(t, ClientConfig{})
-	h.f.hold.Store(true)
+	h := newClientHarness(t, clientapi.ClientConfig{})
+	h.f.Hold.Store(true)
 	h.add(t, "r1", 4, wire.OptInt{})
-	first := testwait.Recv(t, h.f.adds, "the ADD")
+	first := testwait.Recv(t, h.f.Adds, "the ADD")
 	o := h.nextOutputs(t)
 	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "r1" || !slices.Equal(o.Outputs[0].NewTokenIDs, []int64{100}) {
 		t.Fatalf("first output %+v", o.Outputs)
 	}
-	h.f.d.EngineDown(liveRank(t, h.f), errors.New("killed"))
-	moved := testwait.Recv(t, h.f.adds, "the continuation's ADD")
+	h.f.D.EngineDown(liveRank(t, h.f), errors.New("killed"))
+	moved := testwait.Recv(t, h.f.Adds, "the continuation's ADD")
 	if !slices.Equal(moved.PromptTokenIDs, []int64{1, 2, 100}) || moved.Sampling.MaxTokens.Value != 3 || moved.RequestID == first.RequestID {
 		t.Fatalf("continuation %q %v max %v", moved.RequestID, moved.PromptTokenIDs, moved.Sampling.MaxTokens)
 	}
@@ -125,13 +126,13 @@ func TestClientProtocolEngineDownMigrates(t *testing.T) {
 	if err := h.cli.Send([]byte{wire.RequestAbort}, wire.AppendAbort(nil, []string{"r1"})); err != nil {
 		t.Fatal(err)
 	}
-	h.f.expectAbort(t, moved.RequestID)
+	h.f.ExpectAbort(t, moved.RequestID)
 }
 
 // liveRank is the one rank with a request in flight, the rank to kill.
 func liveRank(t *testing.T, f *fakeEngines) int {
 	t.Helper()
-	st := f.d.Engines()
+	st := f.D.Engines()
 	switch {
 	case st[0].InFlight == 1 && st[1].InFlight == 0:
 		return 0

@@ -15,23 +15,18 @@ import (
 	"strings"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
 // Limits on one HTTP completion. They bound the fan-out one body can cause: vLLM has no
 // cap on n, but every choice is a separate engine request here.
 const (
-	MaxChoices       = 128     // n times the number of prompts
-	MaxPromptTokens  = 1 << 20 // tokens in one prompt
-	DefaultMaxTokens = 16      // OpenAI's and vLLM's completions default
+	MaxChoices       = 128 // n times the number of prompts
+	DefaultMaxTokens = 16  // OpenAI's and vLLM's completions default
 	// DefaultMaxBodyBytes is --max-body-bytes' default: room for a prompt of
-	// MaxPromptTokens six-digit token ids, and little more.
+	// apicore.MaxPromptTokens six-digit token ids, and little more.
 	DefaultMaxBodyBytes = 16 << 20
-	// MaxRequestIDLen bounds a client-chosen request id (both protocols) and
-	// MaxModelNameLen the model name: both are repeated in every output or chunk
-	// of the request, so a long one would multiply through the whole stream.
-	MaxRequestIDLen = 256
-	MaxModelNameLen = 256
 )
 
 // CompletionRequest is the body of POST /v1/completions. Pointer fields distinguish
@@ -114,14 +109,12 @@ func (e *APIError) Error() string { return e.Message }
 
 // Error types (vLLM's names for the HTTP classes, plus the Rust frontend's typed one).
 const (
-	TypeBadRequest              = "BadRequestError"
-	TypeNotFound                = "NotFoundError"
-	TypeMethodNotAllowed        = "MethodNotAllowedError"
-	TypeUnauthorized            = "Unauthorized"
-	TypeServiceUnavailable      = "ServiceUnavailableError"
-	TypeInternal                = "InternalServerError"
-	TypeInvalidDataParallelRank = "InvalidDataParallelRank"
-	TypeDuplicateRequestID      = "DuplicateRequestId"
+	TypeBadRequest         = "BadRequestError"
+	TypeNotFound           = "NotFoundError"
+	TypeMethodNotAllowed   = "MethodNotAllowedError"
+	TypeUnauthorized       = "Unauthorized"
+	TypeServiceUnavailable = "ServiceUnavailableError"
+	TypeInternal           = "InternalServerError"
 )
 
 func badRequest(param, format string, args ...any) *APIError {
@@ -137,7 +130,7 @@ func InvalidRankError(rank int, connected []int) *APIError {
 	}
 	return &APIError{
 		Status:         400,
-		Type:           TypeInvalidDataParallelRank,
+		Type:           apicore.TypeInvalidDataParallelRank,
 		Param:          "X-data-parallel-rank",
 		Message:        (&dispatcher.InvalidDataParallelRank{Rank: rank, ConnectedRanks: connected}).Error(),
 		ConnectedRanks: connected,
@@ -170,7 +163,7 @@ func (e *APIError) body() errorBody {
 // the field at fault named for a value of the wrong JSON type, trailing garbage
 // refused.
 func ParseCompletion(body []byte) (*CompletionRequest, error) {
-	return readCompletion(bytes.NewReader(body), MaxPromptTokens)
+	return readCompletion(bytes.NewReader(body), apicore.MaxPromptTokens)
 }
 
 // Prompts returns the prompt field: a list of token ids, or a list of such lists,
@@ -249,11 +242,11 @@ func (r *CompletionRequest) validateSampling() error {
 		// vLLM's words (CompletionRequest.check_cache_salt_support).
 		return badRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
 	}
-	if len(r.RequestID) > MaxRequestIDLen {
-		return badRequest("request_id", "request_id is %d bytes, more than the limit of %d", len(r.RequestID), MaxRequestIDLen)
+	if len(r.RequestID) > apicore.MaxRequestIDLen {
+		return badRequest("request_id", "request_id is %d bytes, more than the limit of %d", len(r.RequestID), apicore.MaxRequestIDLen)
 	}
-	if len(r.Model) > MaxModelNameLen {
-		return badRequest("model", "model is %d bytes, more than the limit of %d", len(r.Model), MaxModelNameLen)
+	if len(r.Model) > apicore.MaxModelNameLen {
+		return badRequest("model", "model is %d bytes, more than the limit of %d", len(r.Model), apicore.MaxModelNameLen)
 	}
 	if r.StreamOptions != nil && !r.Stream {
 		return badRequest("stream_options", "stream_options is only allowed when stream is true")
@@ -308,7 +301,7 @@ type Translate struct {
 	BaseID string
 	// Model is what serve knows of the model: the EOS ids (serve --eos-token-id;
 	// none means the engines stop on max_tokens and stop_token_ids only).
-	Model ModelRules
+	Model apicore.ModelRules
 	// Rank is the X-data-parallel-rank pin, if any.
 	Rank wire.OptInt
 	// ArrivalTime is the frontend wall clock in seconds since the epoch.
@@ -390,7 +383,7 @@ func optString(s *string) wire.OptString {
 // samplingParams fills SamplingParams as vLLM's Python frontend would before sending:
 // defaults, the user's knobs, max_tokens always set, the EOS ids from the model
 // config (update_from_generation_config). Prepare comes next.
-func (r *CompletionRequest) samplingParams(m ModelRules) wire.SamplingParams {
+func (r *CompletionRequest) samplingParams(m apicore.ModelRules) wire.SamplingParams {
 	sp := wire.DefaultSamplingParams()
 	sp.N = 1
 	sp.MaxTokens = wire.SomeInt(r.maxTokens())
@@ -421,6 +414,6 @@ func (r *CompletionRequest) samplingParams(m ModelRules) wire.SamplingParams {
 	// detokenization is asked for (vLLM with --skip-tokenizer-init does the same).
 	sp.OutputKind = 1 // DELTA
 	sp.Detokenize = false
-	m.setEOS(&sp)
+	m.SetEOS(&sp)
 	return sp
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -123,7 +124,7 @@ func TestEngineRequestsFanOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := req.EngineRequests(prompts, Translate{
-		BaseID: "cmpl-x", Model: ModelRules{EOSTokenIDs: []int64{2}}, Rank: wire.SomeInt(1), ArrivalTime: 12.5,
+		BaseID: "cmpl-x", Model: apicore.ModelRules{EOSTokenIDs: []int64{2}}, Rank: wire.SomeInt(1), ArrivalTime: 12.5,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -64,7 +65,7 @@ func TestEngineRequestsChildSeeds(t *testing.T) {
 // The generation config's further EOS ids join stop_token_ids (unless ignore_eos)
 // and _all_stop_token_ids, as update_from_generation_config does.
 func TestEngineRequestsSeveralEOS(t *testing.T) {
-	m := ModelRules{EOSTokenIDs: []int64{2, 9, 7}}
+	m := apicore.ModelRules{EOSTokenIDs: []int64{2, 9, 7}}
 	for _, tt := range []struct {
 		body              string
 		eos               wire.OptInt
@@ -99,7 +100,7 @@ func TestEngineRequestsSeveralEOS(t *testing.T) {
 }
 
 func TestModelRulesCheck(t *testing.T) {
-	m := ModelRules{VocabSize: 100, MaxLogprobs: 20}
+	m := apicore.ModelRules{VocabSize: 100, MaxLogprobs: 20}
 	bias, _ := msgpack.Marshal(map[int64]float64{3: 1, 100: -1})
 	words, _ := msgpack.Marshal([][]int64{{1, 2}, {99, 100}})
 	for _, tt := range []struct {
@@ -122,7 +123,7 @@ func TestModelRulesCheck(t *testing.T) {
 			sp := wire.DefaultSamplingParams()
 			q := &wire.EngineCoreRequest{RequestID: "r", PromptTokenIDs: []int64{1, 99}, Sampling: &sp}
 			tt.edit(q)
-			err := m.check(q)
+			err := m.Check(q)
 			if tt.field == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -138,7 +139,7 @@ func TestModelRulesCheck(t *testing.T) {
 	// Off: no vocabulary bound, no logprobs cap.
 	sp := wire.DefaultSamplingParams()
 	sp.Logprobs = wire.SomeInt(1000)
-	if err := (ModelRules{MaxLogprobs: -1}).check(&wire.EngineCoreRequest{PromptTokenIDs: []int64{1 << 40}, Sampling: &sp}); err != nil {
+	if err := (apicore.ModelRules{MaxLogprobs: -1}).Check(&wire.EngineCoreRequest{PromptTokenIDs: []int64{1 << 40}, Sampling: &sp}); err != nil {
 		t.Errorf("no bounds configured: %v", err)
 	}
 }
@@ -146,8 +147,8 @@ func TestModelRulesCheck(t *testing.T) {
 // The HTTP API applies --vocab-size before anything is sent: 400 naming the field.
 func TestCompletionVocabBound(t *testing.T) {
 	f := newFakeCore(t, 1)
-	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return nil },
-		Model: ModelRules{VocabSize: 10, MaxLogprobs: DefaultMaxLogprobs}})
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return nil },
+		Model: apicore.ModelRules{VocabSize: 10, MaxLogprobs: apicore.DefaultMaxLogprobs}})
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(ts.Close)
 	for body, param := range map[string]string{
@@ -161,5 +162,5 @@ func TestCompletionVocabBound(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)
 		}
 	}
-	f.noAdds(t)
+	f.NoAdds(t)
 }

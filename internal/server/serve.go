@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
 	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
@@ -41,7 +42,7 @@ type Server struct {
 	d       *dispatcher.Dispatcher
 	fe      *frontend.Frontend
 	boot    *bootstrap.Server
-	clients *ClientServer
+	clients *clientapi.ClientServer
 	http    *http.Server
 	httpLn  net.Listener
 
@@ -285,12 +286,12 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}()
 	}
 	if cfg.ClientAddress != "" {
-		s.clients, err = ListenClients(ctx, ClientConfig{
+		s.clients, err = clientapi.ListenClients(ctx, clientapi.ClientConfig{
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
 			MaxFrameBytes:       cfg.ClientMaxFrameBytes, MaxMessageBytes: cfg.ClientMaxMessageBytes,
 			MaxConnections: cfg.ClientMaxConnections, Token: cfg.ClientToken,
-			LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+			LogRequests: !cfg.DisableLogRequests, Stats: stats, TracerProvider: tracerProvider,
 			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
@@ -529,7 +530,7 @@ func (s *Server) Engines() []EngineView {
 type engineEvents struct {
 	d       *dispatcher.Dispatcher
 	node    *coordinator.Node
-	clients atomic.Pointer[ClientServer]
+	clients atomic.Pointer[clientapi.ClientServer]
 	// closing is set once the dispatcher has ended every request at shutdown: the
 	// frontend then reports every engine down, which is no failure.
 	closing atomic.Bool
@@ -588,7 +589,7 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 		h.kv.EngineDown(rank)
 	}
 	if c := h.clients.Load(); c != nil {
-		c.sealBatchDown(rank) // never stall: the frontend's control loop is waiting
+		c.SealBatchDown(rank) // never stall: the frontend's control loop is waiting
 	}
 }
 

@@ -54,7 +54,7 @@ func newStatsLog(log *slog.Logger, d *dispatcher.Dispatcher, gather prometheus.G
 // addPrompt counts n prompt tokens submitted to rank (vLLM counts a request's
 // prompt once it is scheduled; switchyard, which does not see the schedule, when
 // the engine is given it).
-func (s *statsLog) addPrompt(rank, n int) {
+func (s *statsLog) AddPrompt(rank, n int) {
 	if s == nil || rank < 0 {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -22,9 +23,9 @@ func TestStatsLog(t *testing.T) {
 	f := newFakeCoreConfig(t, 2, dispatcher.Config{Policy: dispatcher.PolicyRoundRobin, Registerer: reg})
 	buf := &lockedBuffer{}
 	clock := time.Unix(1000, 0)
-	stats := newStatsLog(slog.New(slog.NewJSONHandler(buf, nil)), f.d, reg, func() time.Time { return clock })
+	stats := newStatsLog(slog.New(slog.NewJSONHandler(buf, nil)), f.D, reg, func() time.Time { return clock })
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d, Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D, Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		stats: stats,
 	})
 	ts := httptest.NewServer(api.Handler())
@@ -33,7 +34,7 @@ func TestStatsLog(t *testing.T) {
 	if resp, body := post(t, ts, `{"prompt": [1, 2, 3, 4], "max_tokens": 6}`, RankHeader, "1"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	f.d.ObserveLoad(1, 3, 5, 0.25)
+	f.D.ObserveLoad(1, 3, 5, 0.25)
 
 	clock = clock.Add(2 * time.Second)
 	stats.report()
@@ -53,10 +54,10 @@ func TestStatsLog(t *testing.T) {
 	}
 
 	// Busy (rank 1 still reports running requests), then idle once, then quiet.
-	f.d.ObserveLoad(1, 0, 0, 0)
+	f.D.ObserveLoad(1, 0, 0, 0)
 	for i, wantLines := range []int{4, 4, 6} {
 		if i == 2 {
-			f.d.ObserveLoad(0, 1, 1, 0.5) // activity again
+			f.D.ObserveLoad(0, 1, 1, 0.5) // activity again
 		}
 		clock = clock.Add(10 * time.Second)
 		stats.report()

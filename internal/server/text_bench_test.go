@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -95,8 +96,8 @@ func BenchmarkStreamedRequest(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			f := newFakeCore(b, 1)
 			reg := prometheus.NewRegistry()
-			api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return nil },
-				Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}, Registerer: reg, Text: tc.text})
+			api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return nil },
+				Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}, Registerer: reg, Text: tc.text})
 			ts := httptest.NewServer(api.Handler())
 			defer ts.Close()
 			stop := make(chan struct{})
@@ -105,7 +106,7 @@ func BenchmarkStreamedRequest(b *testing.B) {
 				defer close(drained)
 				for {
 					select {
-					case <-f.adds:
+					case <-f.Adds:
 					case <-stop:
 						return
 					}

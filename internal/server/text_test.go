@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/internal/textgen"
@@ -110,9 +111,9 @@ func newTextAPI(t *testing.T, pieces map[int64]string) (*fakeEngines, *httptest.
 	f := newFakeCore(t, 1)
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		Text: &Text{Name: "tiny", Root: "/models/tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{pieces: pieces},
 			Template: fakeTemplate{format: "string"}},
@@ -148,7 +149,7 @@ func TestTextCompletion(t *testing.T) {
 		len(c.PromptTokenIDs) != 7 || len(c.TokenIDs) != 4 || got.Usage.PromptTokens != 7 || got.Usage.CompletionTokens != 4 {
 		t.Fatalf("got %s", body)
 	}
-	add := testwait.Recv(t, f.adds, "the ADD")
+	add := testwait.Recv(t, f.Adds, "the ADD")
 	if !add.Sampling.Detokenize || add.Sampling.IgnoreEOS {
 		t.Errorf("sampling params %+v", add.Sampling)
 	}
@@ -156,7 +157,7 @@ func TestTextCompletion(t *testing.T) {
 
 func TestTextStopStringAbortsEngine(t *testing.T) {
 	f, ts := newTextAPI(t, map[int64]string{100: "Hello STOP there"})
-	f.hold.Store(true) // one token, then the request stays live until aborted
+	f.Hold.Store(true) // one token, then the request stays live until aborted
 	code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "max_tokens": 50, "stop": ["STOP"]}`)
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
@@ -167,7 +168,7 @@ func TestTextStopStringAbortsEngine(t *testing.T) {
 	if c.Text != "Hello " || *c.FinishReason != "stop" || c.StopReason != "STOP" {
 		t.Fatalf("got %s", body)
 	}
-	f.expectAbort(t, "cmpl-")
+	f.ExpectAbort(t, "cmpl-")
 }
 
 func TestTextStreamStopSplitAcrossSteps(t *testing.T) {
@@ -213,7 +214,7 @@ func TestTextChat(t *testing.T) {
 		got.Object != "chat.completion" || !strings.HasPrefix(got.ID, "chatcmpl-") {
 		t.Fatalf("got %s", body)
 	}
-	add := testwait.Recv(t, f.adds, "the ADD")
+	add := testwait.Recv(t, f.Adds, "the ADD")
 	if want := "<|user|>hey\n<|assistant|>"; string(textOf(add.PromptTokenIDs)) != textOf([]int64((&fakeTextTok{}).Encode(want, false))) {
 		t.Errorf("prompt %v", add.PromptTokenIDs)
 	}
@@ -388,7 +389,7 @@ func TestTextStructuredOutputs(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%d %s", code, body)
 			}
-			add := testwait.Recv(t, f.adds, "the ADD")
+			add := testwait.Recv(t, f.Adds, "the ADD")
 			dec := msgpack.NewDecoder(bytes.NewReader(add.Sampling.StructuredOutputs))
 			n, err := dec.DecodeMapLen()
 			if err != nil || n*2 != len(tc.want) {
@@ -482,8 +483,8 @@ func TestChatContentFormats(t *testing.T) {
 func TestTextGenerationDefaults(t *testing.T) {
 	f := newFakeCore(t, 1)
 	reg := prometheus.NewRegistry()
-	api := NewAPI(APIConfig{Dispatcher: f.d, Engines: func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs}, Registerer: reg,
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}, Registerer: reg,
 		Text: &Text{Name: "tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{}, Template: fakeTemplate{format: "string"},
 			DefaultSampling: map[string]float64{"temperature": 0.6, "top_k": 20, "max_tokens": 8}}})
 	ts := httptest.NewServer(api.Handler())
@@ -491,14 +492,14 @@ func TestTextGenerationDefaults(t *testing.T) {
 	if code, body := postPath(t, ts, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "top_k": 5}`); code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	add := testwait.Recv(t, f.adds, "the ADD")
+	add := testwait.Recv(t, f.Adds, "the ADD")
 	if sp := add.Sampling; sp.Temperature != 0.6 || sp.TopK != 5 || sp.MaxTokens.Value != 8 {
 		t.Fatalf("temperature %v top_k %d max_tokens %d", sp.Temperature, sp.TopK, sp.MaxTokens.Value)
 	}
 	if code, body := postPath(t, ts, "/v1/completions", `{"prompt": "x", "temperature": 0}`); code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	add = testwait.Recv(t, f.adds, "the second ADD")
+	add = testwait.Recv(t, f.Adds, "the second ADD")
 	if sp := add.Sampling; sp.Temperature != 0 || sp.MaxTokens.Value != 8 {
 		t.Fatalf("completions: temperature %v max_tokens %d", sp.Temperature, sp.MaxTokens.Value)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -206,7 +207,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	defaultMax := chat.MaxTokens == nil && chat.MaxCompletionTokens == nil
 	if defaultMax {
 		// vLLM's default is the room the context leaves; set once the prompt is known.
-		room := int64(MaxPromptTokens)
+		room := int64(apicore.MaxPromptTokens)
 		chat.MaxTokens = &room
 	}
 	if err := chat.validate(); err != nil {
@@ -305,7 +306,7 @@ func (a *API) decodeSmall(w http.ResponseWriter, r *http.Request, dst bodyFields
 	if apiErr != nil {
 		return apiErr
 	}
-	if err := readObject(body, MaxPromptTokens, dst, nil); err != nil {
+	if err := readObject(body, apicore.MaxPromptTokens, dst, nil); err != nil {
 		w.Header().Set("Connection", "close")
 		return a.bodyError(err)
 	}

@@ -1,5 +1,7 @@
 package server
 
+import "github.com/switchyard-llm/switchyard/internal/apicore"
+
 // The bound on text before it is tokenized. Encoding is the costly part of a text
 // request (a 16 MiB prompt took tens of seconds of CPU before its 400 for
 // max_model_len), and a text's byte length alone can prove it too long: no token
@@ -12,12 +14,12 @@ type tokenBounder interface{ MaxTokenBytesOf(text string) int }
 
 // checkTextLen refuses, without tokenizing it, a text that encodes to more tokens
 // than max_model_len (the largest ready engine's, else config.json's, else
-// MaxPromptTokens): the 400 of a prompt longer than the context.
+// apicore.MaxPromptTokens): the 400 of a prompt longer than the context.
 func (a *API) checkTextLen(param, text string) *APIError {
 	b, ok := a.text.Tokenizer.(tokenBounder)
 	maxLen := a.maxModelLen()
 	if maxLen <= 0 {
-		maxLen = MaxPromptTokens
+		maxLen = apicore.MaxPromptTokens
 	}
 	// The cheap test first: most texts are far below any bound.
 	if !ok || int64(len(text)) <= maxLen {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -41,9 +42,9 @@ func newCapAPI(t *testing.T, tok *countingTok, maxConcurrent int) *httptest.Serv
 	f := newFakeCore(t, 1)
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.d.Engines()) },
-		Model:      ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D,
+		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		MaxConcurrentRequests: maxConcurrent,
 		Text: &Text{Name: "tiny", Root: "/models/tiny", MaxModelLen: 4096, Tokenizer: tok,

@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/textgen"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -180,7 +181,7 @@ func (run *textRun) into(c *completion) {
 
 // serveText answers a text request: server-sent events when streaming, one JSON
 // body otherwise.
-func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Context, run *textRun, streams []*dispatcher.Stream, events *fanIn, span *reqSpan) {
+func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Context, run *textRun, streams []*dispatcher.Stream, events *fanIn, span *apicore.Span) {
 	var send func(v any) bool
 	var write func(b []byte) bool
 	buf := make([]byte, 0, 512)
@@ -240,7 +241,7 @@ func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Cont
 			continue
 		}
 		if len(ev.out.TokenIDs) > 0 {
-			span.firstToken()
+			span.FirstToken()
 		}
 		d, ok := run.add(ev.choice, &ev.out)
 		if !ok {

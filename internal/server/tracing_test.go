@@ -15,6 +15,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -89,7 +91,7 @@ func TestTracing(t *testing.T) {
 	}
 	f := newFakeCore(t, 2)
 	api := NewAPI(APIConfig{
-		Dispatcher: f.d, Model: ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: DefaultMaxLogprobs},
+		Dispatcher: f.D, Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		TracerProvider: tp,
 	})
 	ts := httptest.NewServer(api.Handler())
@@ -100,11 +102,11 @@ func TestTracing(t *testing.T) {
 		"traceparent", "00-"+traceID+"-"+parentID+"-01", RankHeader, "1"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	traced := testwait.Recv(t, f.adds, "the traced request's ADD")
+	traced := testwait.Recv(t, f.Adds, "the traced request's ADD")
 	if resp, body := post(t, ts, `{"prompt": [5, 6], "max_tokens": 2, "stream": true}`); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	root := testwait.Recv(t, f.adds, "the streamed request's ADD")
+	root := testwait.Recv(t, f.Adds, "the streamed request's ADD")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil { // flushes the batch
@@ -175,7 +177,7 @@ func TestNoTracingNoTraceHeaders(t *testing.T) {
 	if resp, body := post(t, ts, `{"prompt": [1], "max_tokens": 1}`, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	if req := testwait.Recv(t, f.adds, "the ADD"); req.TraceHeaders != nil {
+	if req := testwait.Recv(t, f.Adds, "the ADD"); req.TraceHeaders != nil {
 		t.Errorf("trace_headers %v with tracing off", req.TraceHeaders)
 	}
 }
@@ -234,7 +236,7 @@ func TestClientTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newClientHarness(t, ClientConfig{TracerProvider: tp})
+	h := newClientHarness(t, clientapi.ClientConfig{TracerProvider: tp})
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	sp := wire.DefaultSamplingParams()
 	sp.MaxTokens = wire.SomeInt(2)
@@ -252,7 +254,7 @@ func TestClientTracing(t *testing.T) {
 	}
 	for !h.nextOutputs(t).Outputs[0].Finished() {
 	}
-	engine := testwait.Recv(t, h.f.adds, "the ADD")
+	engine := testwait.Recv(t, h.f.Adds, "the ADD")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {

@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func TestClientProtocolSlowClientIsTold(t *testing.T) {
 	for i := range reqs {
 		h.add(t, fmt.Sprintf("s%d", i), tokens, wire.OptInt{})
 	}
-	h.f.expectAbort(t, "c")
+	h.f.ExpectAbort(t, "c")
 	ended := map[string]wire.FinishReason{}
 	slowErr := false
 	deadline := time.After(20 * time.Second)
@@ -116,7 +116,7 @@ func TestClientProtocolSlowClientIsTold(t *testing.T) {
 // for up to the 10 s send timeout, so everyone else's outputs waited that long.
 func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{Address: "ipc://" + filepath.Join(t.TempDir(), "c")})
-	h.f.hold.Store(true) // each ADD yields one output and stays live
+	h.f.Hold.Store(true) // each ADD yields one output and stays live
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A connects, starts one request, and never reads again.
@@ -136,7 +136,7 @@ func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
 	if err := a.Send([]byte{wire.RequestAdd}, body); err != nil {
 		t.Fatal(err)
 	}
-	aID := testwait.Recv(t, h.f.adds, "A's ADD").RequestID
+	aID := testwait.Recv(t, h.f.Adds, "A's ADD").RequestID
 	// Far more output for A than its socket and receive queue hold (~20 MB): A's
 	// writer is soon blocked in a write.
 	toks := make([]int64, 1000)
@@ -144,7 +144,7 @@ func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
 		toks[i] = 100000 + int64(i)
 	}
 	for range 4000 {
-		h.f.handle(0, &wire.EngineCoreOutputs{Outputs: []wire.EngineCoreOutput{{RequestID: aID, NewTokenIDs: toks, FinishReason: wire.FinishNone}}})
+		h.f.Handle(0, &wire.EngineCoreOutputs{Outputs: []wire.EngineCoreOutput{{RequestID: aID, NewTokenIDs: toks, FinishReason: wire.FinishNone}}})
 	}
 	// B (the harness client) keeps getting its outputs at once, request after request.
 	for i := range 20 {
@@ -161,5 +161,5 @@ func TestClientProtocolNonReaderDoesNotBlockOthers(t *testing.T) {
 		}
 	}
 	a.Close() // A's writer fails at once and A is gone; cleanup does not wait for its send timeout
-	h.f.expectAbort(t, aID)
+	h.f.ExpectAbort(t, aID)
 }

@@ -1,124 +1,17 @@
-package server
+package clientapi
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
-	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// clientHarness is a ClientServer over fake engines plus one DEALER client.
-type clientHarness struct {
-	f   *fakeEngines
-	cs  *ClientServer
-	cli transport.Socket
-	in  chan [][]byte // messages the client received
-}
-
-func newClientHarness(t *testing.T, cfg ClientConfig) *clientHarness {
-	t.Helper()
-	return newClientHarnessOn(t, newFakeCore(t, 2), cfg)
-}
-
-// newClientHarnessOn is newClientHarness over the given fake engines.
-func newClientHarnessOn(t *testing.T, f *fakeEngines, cfg ClientConfig) *clientHarness {
-	t.Helper()
-	if cfg.Address == "" {
-		cfg.Address = "tcp://127.0.0.1:0"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := ListenClients(ctx, cfg, f.d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := cs.EndBatch
-	f.after.Store(&end)
-	cli, err := transport.Dial(ctx, transport.Dealer, cs.Addr(), transport.Options{Identity: []byte("client-1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &clientHarness{f: f, cs: cs, cli: cli, in: make(chan [][]byte, 1024)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			msg, err := cli.Recv()
-			if err != nil {
-				return
-			}
-			h.in <- msg
-		}
-	}()
-	t.Cleanup(func() {
-		cli.Close()
-		testwait.Closed(t, done, "the client's reader to end")
-		f.d.Close() // end what is live before the server closes
-		cs.Close()
-	})
-	return h
-}
-
-func (h *clientHarness) add(t *testing.T, id string, maxTokens int64, rank wire.OptInt) {
-	t.Helper()
-	sp := wire.DefaultSamplingParams()
-	sp.MaxTokens = wire.SomeInt(maxTokens)
-	sp.IgnoreEOS = true
-	sp.Normalize()
-	body, aux, err := wire.AppendAdd(nil, &wire.EngineCoreRequest{
-		RequestID: id, PromptTokenIDs: []int64{1, 2}, Sampling: &sp, DataParallelRank: rank,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.cli.Send(append([][]byte{{wire.RequestAdd}, body}, aux...)...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// next returns the next message the client received.
-func (h *clientHarness) next(t *testing.T) [][]byte {
-	t.Helper()
-	return testwait.Recv(t, h.in, "a message from the server")
-}
-
-// nextOutputs expects an EngineCoreOutputs.
-func (h *clientHarness) nextOutputs(t *testing.T) *wire.EngineCoreOutputs {
-	t.Helper()
-	m := h.next(t)
-	var o wire.EngineCoreOutputs
-	if err := wire.DecodeOutputs(m, &o); err != nil {
-		t.Fatalf("not an EngineCoreOutputs (%v): % x", err, m[0])
-	}
-	return &o
-}
-
-// nextError expects an error map.
-func (h *clientHarness) nextError(t *testing.T) map[string]any {
-	t.Helper()
-	return h.decodeError(t, h.next(t))
-}
-
-// decodeError decodes an error map.
-func (h *clientHarness) decodeError(t *testing.T, m [][]byte) map[string]any {
-	t.Helper()
-	var e map[string]any
-	if len(m) != 1 || len(m[0]) == 0 || m[0][0]&0xf0 != 0x80 {
-		t.Fatalf("not an error map: % x", m[0])
-	}
-	if err := msgpack.Unmarshal(m[0], &e); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
 
 func TestClientProtocolAdd(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
@@ -144,7 +37,7 @@ func TestClientProtocolAdd(t *testing.T) {
 		t.Errorf("tokens (-want +got):\n%s", diff)
 	}
 	// The engine saw our id, namespaced by the client's identity.
-	if req := testwait.Recv(t, h.f.adds, "the ADD"); req.RequestID != "c"+"636c69656e742d31"+"-r1" {
+	if req := testwait.Recv(t, h.f.Adds, "the ADD"); req.RequestID != "c"+"636c69656e742d31"+"-r1" {
 		t.Errorf("engine request id %q", req.RequestID)
 	}
 }
@@ -162,7 +55,7 @@ func TestClientProtocolRejects(t *testing.T) {
 	if diff := cmp.Diff(want, e); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 
 	if err := h.cli.Send([]byte{0x07}, []byte{0x90}); err != nil {
 		t.Fatal(err)
@@ -176,14 +69,14 @@ func TestClientProtocolRejects(t *testing.T) {
 	if e := h.nextError(t); e["type"] != ErrTypeInvalidMessage {
 		t.Errorf("garbage ADD: %v", e)
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }
 
 func TestClientProtocolDuplicateAndAbort(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
-	h.f.hold.Store(true)
+	h.f.Hold.Store(true)
 	h.add(t, "a", 50, wire.OptInt{})
-	added := testwait.Recv(t, h.f.adds, "the ADD")
+	added := testwait.Recv(t, h.f.Adds, "the ADD")
 	if o := h.nextOutputs(t); o.Outputs[0].RequestID != "a" {
 		t.Fatalf("outputs %+v", o)
 	}
@@ -194,7 +87,7 @@ func TestClientProtocolDuplicateAndAbort(t *testing.T) {
 	if err := h.cli.Send([]byte{wire.RequestAbort}, wire.AppendAbort(nil, []string{"a", "unknown"})); err != nil {
 		t.Fatal(err)
 	}
-	h.f.expectAbort(t, added.RequestID)
+	h.f.ExpectAbort(t, added.RequestID)
 	o := h.nextOutputs(t)
 	if len(o.Outputs) != 1 || o.Outputs[0].RequestID != "a" || o.Outputs[0].FinishReason != wire.FinishAbort {
 		t.Errorf("after ABORT: %+v", o.Outputs)
@@ -204,19 +97,19 @@ func TestClientProtocolDuplicateAndAbort(t *testing.T) {
 func TestClientProtocolGoneClientAborted(t *testing.T) {
 	t.Run("connection closed", func(t *testing.T) {
 		h := newClientHarness(t, ClientConfig{})
-		h.f.hold.Store(true)
+		h.f.Hold.Store(true)
 		h.add(t, "x", 50, wire.OptInt{})
-		added := testwait.Recv(t, h.f.adds, "the ADD")
+		added := testwait.Recv(t, h.f.Adds, "the ADD")
 		h.nextOutputs(t)
 		h.cli.Close()
-		h.f.expectAbort(t, added.RequestID)
+		h.f.ExpectAbort(t, added.RequestID)
 	})
 	t.Run("silent", func(t *testing.T) {
 		h := newClientHarness(t, ClientConfig{Timeout: 100 * time.Millisecond})
-		h.f.hold.Store(true)
+		h.f.Hold.Store(true)
 		h.add(t, "y", 50, wire.OptInt{})
-		added := testwait.Recv(t, h.f.adds, "the ADD")
-		h.f.expectAbort(t, added.RequestID)
+		added := testwait.Recv(t, h.f.Adds, "the ADD")
+		h.f.ExpectAbort(t, added.RequestID)
 	})
 }
 
@@ -236,18 +129,6 @@ func TestClientProtocolUtility(t *testing.T) {
 	}
 }
 
-// send encodes req as the client's ADD.
-func (h *clientHarness) send(t *testing.T, req *wire.EngineCoreRequest) {
-	t.Helper()
-	body, aux, err := wire.AppendAdd(nil, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.cli.Send(append([][]byte{{wire.RequestAdd}, body}, aux...)...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The client's values are range-checked before the greedy reset, as vLLM's
 // SamplingParams does: temperature 0 with top_p 0 is refused by name. Normalize
 // used to reset top_p to 1 and send it.
@@ -262,7 +143,7 @@ func TestClientProtocolPrepareRefuses(t *testing.T) {
 		!strings.Contains(e["message"].(string), "sampling_params.top_p") {
 		t.Errorf("error %v, want InvalidRequest naming sampling_params.top_p", e)
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 	// The id was never reserved: it can be used at once.
 	h.add(t, "greedy", 2, wire.OptInt{})
 	if o := h.nextOutputs(t); o.Outputs[0].RequestID != "greedy" {
@@ -272,11 +153,11 @@ func TestClientProtocolPrepareRefuses(t *testing.T) {
 
 // The model's EOS ids complete a request that has none, as on the HTTP API.
 func TestClientProtocolSeveralEOS(t *testing.T) {
-	h := newClientHarness(t, ClientConfig{Model: ModelRules{EOSTokenIDs: []int64{2, 9}}})
+	h := newClientHarness(t, ClientConfig{Model: apicore.ModelRules{EOSTokenIDs: []int64{2, 9}}})
 	sp := wire.DefaultSamplingParams()
 	sp.MaxTokens = wire.SomeInt(1)
 	h.send(t, &wire.EngineCoreRequest{RequestID: "e", PromptTokenIDs: []int64{1}, Sampling: &sp})
-	req := testwait.Recv(t, h.f.adds, "the ADD")
+	req := testwait.Recv(t, h.f.Adds, "the ADD")
 	got := req.Sampling
 	if got.EOSTokenID != wire.SomeInt(2) || !cmp.Equal(got.StopTokenIDs, []int64{9}) || !cmp.Equal(got.AllStopTokenIDs, []int64{2, 9}) {
 		t.Errorf("_eos_token_id %+v stop_token_ids %v _all_stop_token_ids %v; want 2, [9], [2 9]",
@@ -286,7 +167,7 @@ func TestClientProtocolSeveralEOS(t *testing.T) {
 
 // --vocab-size and --max-logprobs bound msgpack clients too.
 func TestClientProtocolModelBounds(t *testing.T) {
-	h := newClientHarness(t, ClientConfig{Model: ModelRules{VocabSize: 50, MaxLogprobs: 5}})
+	h := newClientHarness(t, ClientConfig{Model: apicore.ModelRules{VocabSize: 50, MaxLogprobs: 5}})
 	for _, tt := range []struct {
 		id, field string
 		edit      func(q *wire.EngineCoreRequest)
@@ -305,7 +186,7 @@ func TestClientProtocolModelBounds(t *testing.T) {
 			t.Errorf("%s: error %v, want InvalidRequest naming %s", tt.id, e, tt.field)
 		}
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }
 
 // Only the utility methods vLLM's frontend calls reach an engine (plus those
@@ -340,7 +221,7 @@ func TestClientProtocolUtilityAllowlist(t *testing.T) {
 	}
 	// The replies came from the fake engines, so they have counted every UTILITY
 	// they saw: the two allowed calls on both ranks, none of the refused ones.
-	if n := h.f.utilities.Load(); n != 4 {
+	if n := h.f.Utilities.Load(); n != 4 {
 		t.Errorf("engines received %d UTILITY frames, want 4 (2 allowed calls x 2 ranks)", n)
 	}
 }
@@ -348,11 +229,11 @@ func TestClientProtocolUtilityAllowlist(t *testing.T) {
 // A prompt that does not fit the engine's max_model_len is refused by name.
 func TestClientProtocolPromptTooLong(t *testing.T) {
 	h := newClientHarness(t, ClientConfig{})
-	h.f.d.EngineUpWith(0, dispatcher.EngineLimits{MaxModelLen: 2})
+	h.f.D.EngineUpWith(0, dispatcher.EngineLimits{MaxModelLen: 2})
 	h.add(t, "long", 3, wire.SomeInt(0)) // a 2-token prompt
 	if e := h.nextError(t); e["type"] != ErrTypeInvalidRequest || e["request_id"] != "long" ||
 		!strings.Contains(e["message"].(string), "maximum model length") {
 		t.Errorf("error %v", e)
 	}
-	h.f.noAdds(t)
+	h.f.NoAdds(t)
 }

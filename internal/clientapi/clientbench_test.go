@@ -1,4 +1,4 @@
-package server
+package clientapi
 
 import (
 	"context"
@@ -20,15 +20,15 @@ import (
 func BenchmarkClientOutputs(b *testing.B) {
 	const running = 256
 	f := newFakeCore(b, 1)
-	f.hold.Store(true) // each ADD yields one output and stays live
+	f.Hold.Store(true) // each ADD yields one output and stays live
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := ListenClients(ctx, ClientConfig{Address: "ipc://" + filepath.Join(b.TempDir(), "c")}, f.d)
+	cs, err := ListenClients(ctx, ClientConfig{Address: "ipc://" + filepath.Join(b.TempDir(), "c")}, f.D)
 	if err != nil {
 		b.Fatal(err)
 	}
 	end := cs.EndBatch
-	f.after.Store(&end)
+	f.After.Store(&end)
 	cli, err := transport.Dial(ctx, transport.Dealer, cs.Addr(), transport.Options{Identity: []byte("client-1")})
 	if err != nil {
 		b.Fatal(err)
@@ -52,7 +52,7 @@ func BenchmarkClientOutputs(b *testing.B) {
 	b.Cleanup(func() {
 		cli.Close()
 		testwait.Closed(b, done, "the client's reader to end")
-		f.d.Close()
+		f.D.Close()
 		cs.Close()
 	})
 	sp := wire.DefaultSamplingParams()
@@ -87,7 +87,7 @@ func BenchmarkClientOutputs(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		f.handle(0, msg)
+		f.Handle(0, msg)
 	}
 	wait(int64(running) * int64(b.N+1))
 	b.StopTimer()
