@@ -8,15 +8,20 @@ import (
 	"testing"
 )
 
+func answer(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 // Answers from the built-in mock engines are marked; with an engine
 // configuration the handler is left as it is.
 func TestMarkEngines(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "ready_engines": 2})
+		answer(w, map[string]any{"status": "ok", "ready_engines": 2})
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]any{"id": "switchyard", "owned_by": "vllm"}}})
+		answer(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": "switchyard", "owned_by": "vllm"}}})
 	})
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
 
@@ -43,9 +48,9 @@ func TestMarkEngines(t *testing.T) {
 		t.Errorf("completions: %d %v", resp.StatusCode, resp.Header)
 	}
 
-	real := DefaultConfig()
-	real.HandshakeAddress = "tcp://127.0.0.1:1"
-	resp, health = get(markEngines(real, mux), http.MethodGet, "/health")
+	withEngines := DefaultConfig()
+	withEngines.HandshakeAddress = "tcp://127.0.0.1:1"
+	resp, health = get(markEngines(withEngines, mux), http.MethodGet, "/health")
 	if _, ok := resp.Header[EnginesHeader]; ok || health["engines"] != nil {
 		t.Errorf("with engines: %v %v", health, resp.Header)
 	}
