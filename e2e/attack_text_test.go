@@ -124,20 +124,25 @@ func TestAttackTextTooLong(t *testing.T) {
 			if !reset && (code != 400 || !strings.Contains(string(b), a.want)) {
 				t.Errorf("%s %s of %d bytes: %d %.300s", a.path, a.field, a.n, code, b)
 			}
-			if took > 5*time.Second {
+			// Generous: CI runs this binary under the race detector, on a loaded
+			// machine; tokenizing it took about 40 s without the race detector.
+			if took > 20*time.Second {
 				t.Errorf("%s %s of %d bytes: answered in %v", a.path, a.field, a.n, took)
 			}
 		}
 	}
 	cpu := procCPU(t, tg.pid) - cpu0
 	t.Logf("%d over-long texts in %v (slowest %v), server CPU %v", sent, time.Since(start), slowest, cpu)
-	if cpu > 5*time.Second {
+	// Before the cap, one of the 16 MiB prompts alone cost about 40 s of CPU
+	// (several times that under the race detector CI builds with).
+	if cpu > 60*time.Second {
 		t.Errorf("server CPU for %d refused texts: %v", sent, cpu)
 	}
 	if code, b := tg.postJSON(t, "/tokenize", `{"prompt": "still serving"}`); code != 200 {
 		t.Errorf("after the attack: %d %.200s", code, b)
 	}
-	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, 128<<20, 8, 20)
+	// RSS slack: 16 MiB bodies, read whole, leave heap the runtime returns late.
+	after := settle(t, tg.pid, tg.url("/metrics"), tg.base, 20*time.Second, 384<<20, 8, 20)
 	attackReport(t, "text-too-long", sent, 0, tg.base, after)
 }
 

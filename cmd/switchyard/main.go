@@ -73,12 +73,11 @@ func rootCommand() *cli.Command {
 			},
 		},
 		Commands: []*cli.Command{
-			serveCommand(),
-			mockEngineCommand(),
+			withMockScript(serveCommand(), "mock-engine-script", "engines"),
+			withMockScript(mockEngineCommand(), "script", ""),
 			vllmLayoutScriptCommand(),
 			benchCommand(),
 			registryCommand(),
-			docsCommand(),
 		},
 	}
 }

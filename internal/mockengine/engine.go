@@ -75,6 +75,10 @@ type Config struct {
 	Words    []int64
 	Capitals []int64 // Words capitalised, index for index, for a sentence's first word
 	Period   int64
+	// Script, when set, answers the requests whose prompt holds a rule's
+	// trigger with the rule's tokens (script.go). DefaultConfig carries the
+	// script SetDefaultScript set.
+	Script *Script
 
 	// KVCacheBlocks, when positive, gives the engine a prefix cache of that many
 	// blocks (prefixcache.go) and serialised prefills (prefill.go): registered
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		TokensPerStep:    1,
 		MaxModelLen:      8192,
 		MaxNumSeqs:       256,
+		Script:           defaultScript.Load(),
 	}
 }
 
@@ -189,6 +194,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
 	e.sched.Words, e.sched.Capitals, e.sched.Period = cfg.Words, cfg.Capitals, cfg.Period
+	e.sched.Script = cfg.Script
 	e.sched.Clock = e.timestamp
 	if err := e.sched.SetRole(cfg.Role, fmt.Sprintf("mock-%s-%d", cfg.Role, cfg.Rank)); err != nil {
 		return err

@@ -96,12 +96,13 @@ type request struct {
 	eos        wire.OptInt
 	ignoreEOS  bool
 	stopTokens []int64
-	allStops   []int64 // stop tokens plus EOS, masked before min_tokens
-	resumable  bool    // a same-id ADD continues it instead of being fatal
-	logprobs   int64   // top logprobs per token asked for; -1 = none
-	promptLPs  int64   // prompt logprobs asked for; -1 = none
-	promptIDs  []int64 // kept only when prompt logprobs are asked for
-	words      bool    // answer with Words (the request asked for text)
+	allStops   []int64   // stop tokens plus EOS, masked before min_tokens
+	resumable  bool      // a same-id ADD continues it instead of being fatal
+	logprobs   int64     // top logprobs per token asked for; -1 = none
+	promptLPs  int64     // prompt logprobs asked for; -1 = none
+	promptIDs  []int64   // kept only when prompt logprobs are asked for
+	words      bool      // answer with Words (the request asked for text)
+	script     *scripted // the answer a Script rule gave (script.go); nil = none
 	lastPeriod bool
 	hash       uint64  // seqHash of the prompt and every token generated so far
 	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
@@ -127,6 +128,8 @@ type Scheduler struct {
 	Words    []int64
 	Capitals []int64
 	Period   int64
+	// Script: see Config.Script.
+	Script *Script
 
 	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits (cache off)
 	pd      *pdRole             // P/D role (pd.go); nil = none
@@ -194,6 +197,7 @@ func (s *Scheduler) AddAt(now time.Duration, r *wire.EngineCoreRequest) error {
 			q.allStops = append(q.allStops, sp.EOSTokenID.Value)
 		}
 	}
+	q.script = scriptFor(s.Script, r.PromptTokenIDs, q)
 	if s.pd != nil {
 		s.pd.onAdd(r)
 	}
@@ -257,10 +261,13 @@ func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 		}
 		for range max(s.TokensPerStep, 1) {
 			tok := tokenOf(q.hash)
-			if q.words {
+			switch {
+			case q.script != nil:
+				tok = q.script.tokens[q.generated]
+			case q.words:
 				tok = s.word(q, tok)
 			}
-			if int64(q.generated) < q.minTokens {
+			if q.script == nil && int64(q.generated) < q.minTokens {
 				tok = maskedToken(tok, q.allStops)
 			}
 			if q.logprobs >= 0 {
@@ -269,7 +276,7 @@ func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 			q.hash = seqHash(q.hash, tok)
 			q.generated++
 			o.NewTokenIDs = append(o.NewTokenIDs, tok)
-			if s.finish(q, tok, &o.EngineCoreOutput) {
+			if s.finish(q, tok, &o.EngineCoreOutput) || q.script.end(q.generated, &o.EngineCoreOutput) {
 				break
 			}
 		}
