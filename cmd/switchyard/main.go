@@ -73,7 +73,7 @@ func rootCommand() *cli.Command {
 			},
 		},
 		Commands: []*cli.Command{
-			withMockScript(serveCommand(), "mock-engine-script", "engines"),
+			withMockScript(serveCommand(), "mock-engine-script", "mock engines"),
 			withMockScript(mockEngineCommand(), "script", ""),
 			vllmLayoutScriptCommand(),
 			benchCommand(),
