@@ -70,7 +70,7 @@ func (l *Layout) String() string {
 }
 
 // EOSInRequest reports layouts that carry the EOS id at EngineCoreRequest.eos_token_id
-// (before 2026-02-12) rather than in SamplingParams._eos_token_id.
+// (releases before v0.18) rather than in SamplingParams._eos_token_id.
 func (l *Layout) EOSInRequest() bool { return l.eosInRequest }
 
 // KnowsSampling reports whether the engine knows SamplingParams key k.

@@ -12,7 +12,7 @@ const (
 	reqMMFeatures
 	reqSampling
 	reqPooling
-	reqEOSTokenID // before 2026-02-12; then SamplingParams._eos_token_id
+	reqEOSTokenID // before vLLM v0.18; from v0.18 on, SamplingParams._eos_token_id
 	reqArrivalTime
 	reqLoRA
 	reqCacheSalt
