@@ -312,3 +312,18 @@ func TestFirstCall(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+// TestRequiredStreamDeltas pins the delta shapes for token-sized chunks,
+// traced by hand through vLLM's extract_required_tool_call_streaming.
+func TestRequiredStreamDeltas(t *testing.T) {
+	s := NewForcedStream(ToolChoice{Mode: ChoiceRequired}, seqIDs())
+	chunks := []string{`[{"`, `name`, `": "`, `f`, `", "`, `parameters`, `": {"`, `a`, `": `, `1`, `}}`, `]`, ``}
+	want := []*Delta{nil, nil, nil, nil, nil, nil,
+		{Calls: []CallDelta{{Index: 0, ID: "chatcmpl-tool-0000000000000001", Type: "function", Name: "f", Args: `{"`, HasArgs: true}}},
+		argsDelta(0, "a"), argsDelta(0, `": `), argsDelta(0, "1"), argsDelta(0, "}"), nil, nil}
+	for i, c := range chunks {
+		if got := s.Feed(c, 1); !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("chunk %d %q: got %+v, want %+v", i, c, got, want[i])
+		}
+	}
+}

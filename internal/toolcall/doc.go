@@ -61,10 +61,25 @@ token-id checks of vLLM's parsers rely on.
 The final engine output is usually the end-of-sequence token, whose text is
 empty: feed it like any other (Feed("", 1)) and pass the result to Finish.
 
-Left to the caller, as vLLM's serving layer does them: with
-parallel_tool_calls false, keep only the first call (entries with index 0
-when streaming); tool_choice "required" or a named function is parsed as
-JSON by the serving layer, not by these parsers.
+With parallel_tool_calls false, vLLM keeps only the first call:
+FirstCall for complete answers, FirstCallDelta (entries with index 0) for
+each streamed delta.
+
+# tool_choice
+
+A named function or "required" is not read by the parsers: vLLM forces the
+answer with a JSON schema and reads it as JSON (choice.go).
+
+	c := toolcall.ParseToolChoice(rawToolChoice)
+	schema, ok, err := toolcall.SchemaForChoice(c, tools) // err: a 400, vLLM's text
+	// ok: send schema as structured_outputs {"json": schema}, replacing
+	// response_format and any structured_outputs of the request
+	calls, _ := toolcall.ParseForced(c, content, toolcall.NewID) // complete
+	st := toolcall.NewForcedStream(c, toolcall.NewID)             // streamed: a Stream
+
+A forced answer's message content is "" beside the calls; finish_reason is
+the engine's for a named function and "tool_calls" for "required" (complete:
+when the engine's is "stop"; streamed: once a delta carried calls).
 
 # Reasoning and tools together
 
