@@ -138,6 +138,8 @@ type mockEngineOptions struct {
 
 // complete turns the flags that need parsing into cfg.
 func (o *mockEngineOptions) complete(cfg *mockengine.Config) error {
+	// A --script is loaded just before the action, after cfg was made.
+	cfg.Script = mockengine.DefaultConfig().Script
 	if len(cfg.Inputs) > 0 || len(cfg.Outputs) > 0 {
 		cfg.HandshakeAddress = "" // bootstrapped: no handshake
 	}

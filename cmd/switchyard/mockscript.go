@@ -15,12 +15,13 @@ import (
 // the engines through mockengine.DefaultConfig, which their configs start
 // from.
 func withMockScript(cmd *cli.Command, name, category string) *cli.Command {
-	cmd.Flags = append(cmd.Flags, &cli.StringFlag{Name: name, Category: category,
+	var path string
+	cmd.Flags = append(cmd.Flags, &cli.StringFlag{Name: name, Destination: &path, Category: category,
 		Usage: "a JSON file of scripted answers for tests: {\"rules\": [{\"trigger\": [IDS], \"tokens\": [IDS], \"finish\": \"stop\"|\"length\"}]}: " +
 			"a prompt holding a rule's trigger token ids in a row is answered with its tokens (then EOS for stop); empty = none"})
 	action := cmd.Action
 	cmd.Action = func(ctx context.Context, c *cli.Command) error {
-		if path := c.String(name); path != "" {
+		if path != "" {
 			s, err := mockengine.LoadScript(path)
 			if err != nil {
 				return err
