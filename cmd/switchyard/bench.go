@@ -65,7 +65,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "trace", Usage: "write a runtime trace of the first 2 s of each phase to FILE.relay and FILE.switchyard (with --http: the bench process as FILE.floor-json, FILE.switchyard-json, ..., and each server's measured window as FILE.server.floor-json, ...) (go tool trace; -pprof=sched shows where requests waited for a CPU)"},
 			&cli.BoolFlag{Name: "http", Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
 				"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
-			&cli.BoolFlag{Name: "quiet", Usage: "no progress bar (there is none unless stderr is a terminal)"},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress: neither the bar (stderr a terminal) nor the plain line per phase (otherwise)"},
 		}, append(pdBenchFlags(), kvBenchFlags()...)...),
 		Action:   runBench,
 		Commands: []*cli.Command{benchEngineCommand(), benchHTTPServerCommand()},
@@ -136,6 +136,7 @@ func runBench(ctx context.Context, cmd *cli.Command) error {
 	opt := bench.Options{Logger: newLogger(cmd, os.Stderr)}
 	if !cmd.Bool("quiet") {
 		opt.Progress = bench.ProgressTo(os.Stderr) // nil unless stderr is a terminal
+		opt.Lines = bench.LinesTo(os.Stderr)       // a plain line per phase otherwise
 	}
 	if cfg.EnginesAsProcesses {
 		exe, err := os.Executable()

@@ -18,6 +18,9 @@ import (
 type Options struct {
 	// Progress receives a progress bar per phase; nil draws none.
 	Progress io.Writer
+	// Lines receives a plain line at each phase's start, end of warm-up and end,
+	// and at each repeated run (for output that is not a terminal); nil: none.
+	Lines io.Writer
 	// Logger receives phase boundaries; nil discards.
 	Logger *slog.Logger
 	// EngineCommand starts one bench engine as a child process (Config.EnginesAsProcesses):
@@ -62,6 +65,9 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 		if i > 0 {
 			opt.Logger.Info("bench: next run", "run", i+1, "of", cfg.Repeat)
 			runtime.GC()
+		}
+		if cfg.Repeat > 1 {
+			opt.linef("run %d of %d", i+1, cfg.Repeat)
 		}
 		r, err := runOnce(ctx, cfg, opt)
 		if err != nil {
@@ -277,10 +283,15 @@ type sampler struct {
 	done    chan struct{}
 	sys     system
 	snap    func() procSnap
+	// For the phase's closing progress line (Options.Lines).
+	opt   Options
+	load  *load
+	began time.Time
 }
 
 func startSampler(cfg Config, opt Options, sys system, l *load, began time.Time) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), sys: sys}
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), sys: sys, opt: opt, load: l, began: began}
+	opt.phaseStarted(cfg, sys.name())
 	snap := func() procSnap {
 		if sn, ok := sys.(snapper); ok {
 			return sn.snap()
@@ -323,6 +334,7 @@ func startSampler(cfg Config, opt Options, sys system, l *load, began time.Time)
 			case now := <-t.C:
 				if !opened && !now.Before(from) {
 					s.begin, opened = snap(), true
+					opt.windowOpened(cfg, sys.name())
 				}
 				if rss := rssBytes(sys.pid()); rss > s.peakRSS.Load() {
 					s.peakRSS.Store(rss)
@@ -350,6 +362,7 @@ func (s *sampler) finish() procSnap {
 	end := s.snap()
 	close(s.stop)
 	<-s.done
+	s.opt.linef("%s: phase done: %d requests submitted in %v", s.sys.name(), s.load.n.Load(), time.Since(s.began).Round(time.Millisecond))
 	if s.begin.cpu == 0 && s.begin.allocs == 0 {
 		s.begin = end // the window never opened (a run shorter than its warm-up)
 	}
