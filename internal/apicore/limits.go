@@ -21,3 +21,7 @@ const (
 	TypeInvalidDataParallelRank = "InvalidDataParallelRank"
 	TypeDuplicateRequestID      = "DuplicateRequestId"
 )
+
+// DefaultServedModelName is the model name when none is configured: the vllm:*
+// series' model_name and /v1/models' id.
+const DefaultServedModelName = "switchyard"

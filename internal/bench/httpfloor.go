@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/internal/server"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -180,9 +180,9 @@ func (f *HTTPFloor) completions(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	resp := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
-		Choices: []server.Choice{{TokenIDs: q.tokens, FinishReason: finishName(q.finish)}},
-		Usage:   &server.Usage{PromptTokens: len(body.Prompt), CompletionTokens: len(q.tokens), TotalTokens: len(body.Prompt) + len(q.tokens)}}
+	resp := httpapi.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+		Choices: []httpapi.Choice{{TokenIDs: q.tokens, FinishReason: finishName(q.finish)}},
+		Usage:   &httpapi.Usage{PromptTokens: len(body.Prompt), CompletionTokens: len(q.tokens), TotalTokens: len(body.Prompt) + len(q.tokens)}}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
 }
@@ -201,8 +201,8 @@ func (f *HTTPFloor) stream(w http.ResponseWriter, r *http.Request, q *floorReq, 
 		case <-r.Context().Done():
 			return
 		}
-		ch := server.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
-			Choices: []server.Choice{{TokenIDs: o.NewTokenIDs, FinishReason: finishName(o.FinishReason)}}}
+		ch := httpapi.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: body.Model,
+			Choices: []httpapi.Choice{{TokenIDs: o.NewTokenIDs, FinishReason: finishName(o.FinishReason)}}}
 		b, _ := json.Marshal(ch)
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 			return

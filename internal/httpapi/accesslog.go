@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The access log: one line per HTTP request, as vLLM's API server logs one per
 // request (on by default, off with --disable-log-requests). The completions handler

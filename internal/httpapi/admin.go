@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Admin endpoints: POST /v1/engines/{rank}/drain and .../undrain. They change
 // what every client gets, so they are guarded as the bootstrap registry's /v2

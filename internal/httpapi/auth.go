@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // --api-key, as vLLM's AuthenticationMiddleware has it: every path under /v1 needs
 // "Authorization: Bearer KEY" (the scheme in any case) naming one of the keys;

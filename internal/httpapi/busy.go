@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Fair share and busy engines: which client a request is submitted for (the
 // frontend shares a full engine queue between clients, dispatcher.WithClient),

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // POST /v1/chat/completions' request: messages rendered through the model's chat
 // template into a prompt, then the completions machinery (the sampling fields are

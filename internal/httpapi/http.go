@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The HTTP API. Handlers are thin: decode (openai.go), call the dispatcher, encode
 // (response.go). The completions handler passes r.Context() to Submit, so a client
@@ -51,10 +51,10 @@ type API struct {
 	contextLen     func(rank int) int64
 	admin          *adminGuard // who may drain and undrain (admin.go)
 	logRequests    bool
-	stats          *statsLog    // nil = no stats line
-	tracer         trace.Tracer // nil = no tracing
-	text           *Text        // nil = token ids only (no --tokenizer)
-	servedName     string       // /v1/models' id without a tokenizer
+	stats          apicore.PromptCounter // nil = no stats line
+	tracer         trace.Tracer          // nil = no tracing
+	text           *Text                 // nil = token ids only (no --tokenizer)
+	servedName     string                // /v1/models' id without a tokenizer
 }
 
 // APIConfig configures NewAPI.
@@ -92,7 +92,8 @@ type APIConfig struct {
 	// LogRequests logs one line per request at info level (accesslog.go): method,
 	// path, status, duration and, for completions, request id, tokens and rank.
 	LogRequests bool
-	stats       *statsLog // counts submitted prompt tokens for the stats line; nil = off
+	// Stats counts submitted prompt tokens for the stats line; nil = off.
+	Stats apicore.PromptCounter
 	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
 	// token ids only, and text requests are refused with a 400 saying why.
 	Text *Text
@@ -128,7 +129,7 @@ func NewAPI(cfg APIConfig) *API {
 	a.text = cfg.Text
 	a.servedName = cfg.ServedModelName
 	a.logRequests = cfg.LogRequests
-	a.stats = cfg.stats
+	a.stats = cfg.Stats
 	if cfg.TracerProvider != nil {
 		a.tracer = cfg.TracerProvider.Tracer(apicore.TracerName)
 	}
@@ -489,7 +490,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			return
 		}
 		streams = append(streams, s)
-		a.stats.AddPrompt(s.Rank(), len(er.PromptTokenIDs))
+		if a.stats != nil {
+			a.stats.AddPrompt(s.Rank(), len(er.PromptTokenIDs))
+		}
 	}
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The HTTP listener's edge: a cap on open connections that keeps room for real
 // requests, and JSON for the answers net/http writes on its own.

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The checks a completions request passes before anything is sent: admission
 // (shutdown, --max-concurrent-requests, weighted by choices in slots.go) and

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The completions body decoder. encoding/json decodes the whole body into memory
 // before anything can look at it (a 32 MiB body of token ids cost ~380 MB and 30 s

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The streaming half of readCompletion: the prompt's token ids, parsed as they
 // arrive so a body never costs more than apicore.MaxPromptTokens ids, and the table of the

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Scalar fields and member names of a request body, decoded without allocating
 // where the value allows: most of a completions body is a few keys and scalars,

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The OpenAI/vLLM completions vocabulary and its translation into engine-core requests.
 // Everything here is pure (no IO, no clock, no randomness: ids and time come in), so
@@ -137,12 +137,14 @@ func InvalidRankError(rank int, connected []int) *APIError {
 	}
 }
 
-// errorBody is the JSON shape of an APIError.
-type errorBody struct {
-	Error errorDetail `json:"error"`
+// ErrorBody is the JSON shape of an APIError.
+// ErrorBody is the JSON body of an error answer (OpenAI's shape).
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
 }
 
-type errorDetail struct {
+// ErrorDetail is ErrorBody's error.
+type ErrorDetail struct {
 	Message        string  `json:"message"`
 	Type           string  `json:"type"`
 	Param          *string `json:"param"`
@@ -150,13 +152,13 @@ type errorDetail struct {
 	ConnectedRanks []int   `json:"connected_ranks,omitzero"` // [] is kept: no rank connected
 }
 
-func (e *APIError) body() errorBody {
-	d := errorDetail{Message: e.Message, Type: e.Type, Code: e.Status, ConnectedRanks: e.ConnectedRanks}
+func (e *APIError) body() ErrorBody {
+	d := ErrorDetail{Message: e.Message, Type: e.Type, Code: e.Status, ConnectedRanks: e.ConnectedRanks}
 	if e.Param != "" {
 		p := e.Param
 		d.Param = &p
 	}
-	return errorBody{Error: d}
+	return ErrorBody{Error: d}
 }
 
 // ParseCompletion decodes a request body (see readCompletion): exact field names,

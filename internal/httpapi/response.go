@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The response side of /v1/completions: the JSON shapes and the pure accumulator that
 // turns engine outputs into choices and usage. Handlers feed it; it does no IO.

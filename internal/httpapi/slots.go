@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // --max-concurrent-requests counts choices, not HTTP requests: a request with
 // n=k (times its prompts) becomes k engine requests, each holding a stream and

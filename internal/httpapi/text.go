@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Text in, text out: what serve needs when it runs with --tokenizer. The tokenizer
 // and the chat template engine are other packages (tokenizer, chattemplate); serve

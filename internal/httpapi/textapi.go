@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The text endpoints: /v1/chat/completions, /v1/models, /tokenize and /detokenize,
 // in vLLM's request and response shapes. Without a tokenizer /v1/models still
@@ -279,7 +279,7 @@ type modelPermission struct {
 func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	name, root := a.servedName, a.servedName
 	if name == "" {
-		name, root = DefaultServedModelName, DefaultServedModelName
+		name, root = apicore.DefaultServedModelName, apicore.DefaultServedModelName
 	}
 	if a.text != nil {
 		name, root = a.text.Name, a.text.Root

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import "github.com/switchyard-llm/switchyard/internal/apicore"
 

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Streamed text chunks written by hand: a chunk per output token is the hot path of
 // a text stream, and encoding/json's reflection cost more than the detokenization

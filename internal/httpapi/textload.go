@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Loading serve's text model from a model directory: the model package reads the
 // files, the tokenizer and chattemplate packages compile them, and a thin adapter

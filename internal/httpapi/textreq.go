@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The request fields that need text (stop strings, echo, logprobs, structured
 // outputs...), checked and translated as vLLM's protocol.py does when serve has a

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The answer side of a text request: per choice a textgen.Detokenizer turns the
 // engine's token ids into text and applies the stop strings; a stop string ends the

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The JSON shapes of text answers, as vLLM's protocol.py serializes them:
 // completions (object "text_completion", choices with text) and chat completions

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -136,7 +137,7 @@ type Config struct {
 
 	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
 	// token ids only. Its Name is the served model name.
-	Text *Text
+	Text *httpapi.Text
 
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
@@ -221,7 +222,7 @@ func DefaultConfig() Config {
 		ClientMaxFrameBytes:   DefaultClientMaxBytes,
 		ClientMaxMessageBytes: DefaultClientMaxBytes,
 		ClientMaxConnections:  1024,
-		MaxBodyBytes:          DefaultMaxBodyBytes,
+		MaxBodyBytes:          httpapi.DefaultMaxBodyBytes,
 		HTTPHeaderTimeout:     10 * time.Second,
 		HTTPBodyTimeout:       30 * time.Second,
 		HTTPIdleTimeout:       2 * time.Minute,
@@ -245,7 +246,7 @@ func DefaultConfig() Config {
 const DefaultClientMaxBytes = clientapi.DefaultMaxBytes
 
 // DefaultServedModelName is the vllm:* series' model_name when none is configured.
-const DefaultServedModelName = "switchyard"
+const DefaultServedModelName = apicore.DefaultServedModelName
 
 // ModelName is the model_name label of the vllm:* series.
 func (c Config) ModelName() string {

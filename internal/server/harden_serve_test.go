@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -110,7 +111,7 @@ func TestServeShutdownAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new request during the drain: %v; want a 503", err)
 	}
-	var e errorBody
+	var e httpapi.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
 	if resp.StatusCode != 503 || !strings.Contains(e.Error.Message, "shutting down") {

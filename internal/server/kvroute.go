@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/freeport"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
 	"github.com/switchyard-llm/switchyard/internal/kvsub"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
@@ -95,7 +96,7 @@ func (s *Server) mockKV(mcfg *mockengine.Config) {
 
 // withKV adds each rank's KV-event subscription to its view: the views of the pool
 // that routes by cache (the prefill pool with P/D).
-func (s *Server) withKV(views []EngineView) []EngineView {
+func (s *Server) withKV(views []httpapi.EngineView) []httpapi.EngineView {
 	if s.kv == nil {
 		return views
 	}

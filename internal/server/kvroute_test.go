@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -18,7 +19,7 @@ func complete(t *testing.T, base string, prompt []int, pin int) string {
 	b, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 2})
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", strings.NewReader(string(b)))
 	if pin >= 0 {
-		req.Header.Set(RankHeader, fmt.Sprint(pin))
+		req.Header.Set(httpapi.RankHeader, fmt.Sprint(pin))
 	}
 	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
@@ -28,7 +29,7 @@ func complete(t *testing.T, base string, prompt []int, pin int) string {
 	if resp.StatusCode != 200 {
 		t.Fatalf("completion: %d", resp.StatusCode)
 	}
-	return resp.Header.Get(RankHeader)
+	return resp.Header.Get(httpapi.RankHeader)
 }
 
 // prompt is n tokens starting at from.
@@ -41,7 +42,7 @@ func prompt(from, n int) []int {
 }
 
 // engineViews reads /v1/engines.
-func kvEngineViews(t *testing.T, base string) []EngineView {
+func kvEngineViews(t *testing.T, base string) []httpapi.EngineView {
 	t.Helper()
 	resp, err := testwait.HTTPClient.Get(base + "/v1/engines")
 	if err != nil {
@@ -49,7 +50,7 @@ func kvEngineViews(t *testing.T, base string) []EngineView {
 	}
 	defer resp.Body.Close()
 	var v struct {
-		Engines []EngineView `json:"engines"`
+		Engines []httpapi.EngineView `json:"engines"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		t.Fatal(err)

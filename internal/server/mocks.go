@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 )
 
@@ -115,7 +116,7 @@ func (s *Server) watchMock(ctx context.Context, rank int, done <-chan error) (wh
 
 // rankState is rank's state as /v1/engines shows it, "" when unknown.
 func (s *Server) rankState(rank int) string {
-	for _, v := range mergeEngines(s.fe.Engines(), s.d.Engines()) {
+	for _, v := range httpapi.MergeEngines(s.fe.Engines(), s.d.Engines()) {
 		if v.Rank == rank {
 			return v.State
 		}

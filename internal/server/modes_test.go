@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/internal/pypeer"
 	"github.com/switchyard-llm/switchyard/internal/pytest"
@@ -48,7 +49,7 @@ func startBootstrappedEngines(t *testing.T, in, out string, size int, ranks ...i
 func postPinned(t *testing.T, s *Server, rank int, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(body))
-	req.Header.Set(RankHeader, fmt.Sprint(rank))
+	req.Header.Set(httpapi.RankHeader, fmt.Sprint(rank))
 	resp, err := testwait.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -142,14 +143,14 @@ func TestServePromptLongerThanContext(t *testing.T) {
 	long := make([]int64, 8192)
 	b, _ := json.Marshal(map[string]any{"prompt": long})
 	code, body := postPinned(t, s, 0, string(b))
-	var e errorBody
+	var e httpapi.ErrorBody
 	_ = json.Unmarshal([]byte(body), &e)
 	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "8192") {
 		t.Errorf("prompt of 8192 tokens: %d %s", code, body)
 	}
 	// Longer than every engine's context: the body is read no further than that.
 	b, _ = json.Marshal(map[string]any{"prompt": make([]int64, 9000)})
-	e = errorBody{}
+	e = httpapi.ErrorBody{}
 	code, body = postPinned(t, s, 0, string(b))
 	_ = json.Unmarshal([]byte(body), &e)
 	if code != 400 || e.Error.Param == nil || *e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "more than 8192 tokens") {

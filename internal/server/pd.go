@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 )
 
@@ -269,14 +270,14 @@ func (s *Server) decodeRole() string {
 
 // withRoles labels each engine with its role and adds the prefill engines, when
 // there are prefill engines.
-func (s *Server) withRoles(views []EngineView) []EngineView {
+func (s *Server) withRoles(views []httpapi.EngineView) []httpapi.EngineView {
 	if s.pd == nil || s.pd.fe == nil {
 		return views
 	}
 	for i := range views {
 		views[i].Role = mockengine.RoleDecode
 	}
-	for _, v := range mergeEngines(s.pd.fe.Engines(), s.pd.d.Engines()) {
+	for _, v := range httpapi.MergeEngines(s.pd.fe.Engines(), s.pd.d.Engines()) {
 		v.Role = mockengine.RolePrefill
 		views = append(views, v)
 	}

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +22,10 @@ import (
 	"github.com/switchyard-llm/switchyard/bootstrap"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
 	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -43,8 +43,7 @@ type Server struct {
 	fe      *frontend.Frontend
 	boot    *bootstrap.Server
 	clients *clientapi.ClientServer
-	http    *http.Server
-	httpLn  net.Listener
+	http    *httpapi.Server
 
 	events *engineEvents
 	pd     *pdSide // prefill engines (pd.go); nil without
@@ -261,7 +260,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	var tracerProvider trace.TracerProvider
 	if cfg.OTLPTracesEndpoint != "" {
-		tp, err := newTracerProvider(cfg.OTLPTracesEndpoint)
+		tp, err := apicore.NewTracerProvider(cfg.OTLPTracesEndpoint)
 		if err != nil {
 			return nil, err
 		}
@@ -301,48 +300,43 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.log.Info("client protocol listening", "address", s.clients.Addr())
 	}
 
-	api := NewAPI(APIConfig{
+	if err = s.startHTTP(reason, stats, tracerProvider); err != nil {
+		return nil, err
+	}
+	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", ranks, "lb_policy", cfg.LBPolicy,
+		"eos_token_ids", eosAttr(cfg.EOSTokenIDs))
+	return s, nil
+}
+
+// startHTTP builds the HTTP API and serves it on --http-address.
+func (s *Server) startHTTP(reason func() error, stats *statsLog, tracerProvider trace.TracerProvider) error {
+	cfg := s.cfg
+	api := httpapi.NewAPI(httpapi.APIConfig{
 		Dispatcher: s.d, Engines: s.Engines, Model: cfg.Model(),
-		Logger: cfg.Logger.With("component", "http"), Registerer: reg, Gatherer: reg,
+		Logger: cfg.Logger.With("component", "http"), Registerer: cfg.Registry, Gatherer: cfg.Registry,
 		ShutdownReason: reason,
 		MaxBodyBytes:   cfg.MaxBodyBytes, BodyTimeout: cfg.HTTPBodyTimeout,
 		MaxConcurrentRequests: cfg.MaxConcurrentRequests, APIKeys: cfg.APIKeys,
 		AdminToken: cfg.AdminToken, AdminNetworks: cfg.AdminNetworks,
-		ContextLen:  events.contexts.largest,
-		LogRequests: !cfg.DisableLogRequests, stats: stats, TracerProvider: tracerProvider,
+		ContextLen:  s.events.contexts.largest,
+		LogRequests: !cfg.DisableLogRequests, Stats: stats, TracerProvider: tracerProvider,
 		Text: cfg.Text, ServedModelName: cfg.ModelName(),
 	})
-	ln, err := net.Listen("tcp", cfg.HTTPAddress)
-	if err != nil {
-		return nil, fmt.Errorf("--http-address: %w", err)
-	}
 	clientConns := 0
 	if cfg.ClientAddress != "" {
 		clientConns = cfg.ClientMaxConnections
 	}
-	maxConns := fitConnections(cfg.MaxConnections, clientConns, s.log)
-	limiter := newConnLimiter(ln, maxConns)
-	limiter.writeTimeout = cfg.HTTPWriteTimeout
-	s.httpLn = limiter
-	if err = limiter.register(reg); err != nil {
-		return nil, fmt.Errorf("http: %w", err)
+	srv, err := httpapi.Listen(httpapi.ListenConfig{
+		Address: cfg.HTTPAddress, MaxConnections: cfg.MaxConnections, OtherConnections: clientConns,
+		WriteTimeout: cfg.HTTPWriteTimeout, HeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+		Registerer: cfg.Registry, Logger: s.log,
+	}, markEngines(cfg, api.Handler()))
+	if err != nil {
+		return err
 	}
-	s.http = &http.Server{
-		Handler:           markEngines(cfg, api.Handler()),
-		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
-		IdleTimeout:       cfg.HTTPIdleTimeout, // no WriteTimeout: a stream lasts as long as its request (the limiter bounds each write)
-		MaxHeaderBytes:    maxHeaderBytes,
-		ConnState:         limiter.ConnState,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
-	go func() {
-		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.fail(fmt.Errorf("http: %w", err))
-		}
-	}()
-	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", ranks, "lb_policy", cfg.LBPolicy,
-		"eos_token_ids", eosAttr(cfg.EOSTokenIDs))
-	return s, nil
+	s.http = srv
+	srv.Serve(s.fail)
+	return nil
 }
 
 // noEOSWarning is logged at start when real engines are expected and no EOS is
@@ -384,7 +378,7 @@ func (s *Server) startBootstrap() error {
 }
 
 // HTTPAddr is the bound HTTP address (HOST:PORT).
-func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.http.Addr() }
 
 // ClientAddr is the bound client-protocol endpoint, "" when off.
 func (s *Server) ClientAddr() string {
@@ -445,7 +439,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// drain: a new request then gets the 503 the README promises (and its
 	// connection closes) rather than a refused connection. Drain refuses new
 	// requests on every path while in-flight ones run to completion.
-	s.http.SetKeepAlivesEnabled(false)
+	s.http.StopKeepAlives()
 	inflight := s.d.InFlight()
 	s.log.Info("draining", "in_flight", inflight, "timeout", s.cfg.ShutdownTimeout)
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
@@ -471,8 +465,6 @@ func (s *Server) shutdown(ctx context.Context) error {
 func (s *Server) teardown() {
 	if s.http != nil {
 		s.http.Close()
-	} else if s.httpLn != nil {
-		s.httpLn.Close()
 	}
 	if s.clients != nil {
 		s.clients.Close()
@@ -521,8 +513,8 @@ func (s *Server) teardown() {
 
 // Engines merges the frontend's view (identity, handshake state) with the
 // dispatcher's (load, in-flight) per rank.
-func (s *Server) Engines() []EngineView {
-	return s.withKV(s.withRoles(mergeEngines(s.fe.Engines(), s.d.Engines())))
+func (s *Server) Engines() []httpapi.EngineView {
+	return s.withKV(s.withRoles(httpapi.MergeEngines(s.fe.Engines(), s.d.Engines())))
 }
 
 // engineEvents adapts frontend.Handler to the dispatcher, the coordinator and the

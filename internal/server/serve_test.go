@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -55,19 +56,19 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	// Pin each rank once: every built-in engine answers.
 	for _, rank := range []string{"0", "1"} {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", strings.NewReader(`{"prompt": [1, 2, 3], "max_tokens": 4}`))
-		req.Header.Set(RankHeader, rank)
+		req.Header.Set(httpapi.RankHeader, rank)
 		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got CompletionResponse
+		var got httpapi.CompletionResponse
 		err = json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || len(got.Choices) != 1 || len(got.Choices[0].TokenIDs) != 4 {
 			t.Fatalf("rank %s: %d %+v (%v)", rank, resp.StatusCode, got, err)
 		}
-		if resp.Header.Get(RankHeader) != rank {
-			t.Errorf("answered by rank %q, want %s", resp.Header.Get(RankHeader), rank)
+		if resp.Header.Get(httpapi.RankHeader) != rank {
+			t.Errorf("answered by rank %q, want %s", resp.Header.Get(httpapi.RankHeader), rank)
 		}
 	}
 	resp, err = testwait.HTTPClient.Get(base + "/metrics")
@@ -141,7 +142,7 @@ func TestServeWaves(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.EnableWaves = true })
 	for _, rank := range []string{"0", "1", "0"} {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/v1/completions", strings.NewReader(`{"prompt": [1], "max_tokens": 3}`))
-		req.Header.Set(RankHeader, rank)
+		req.Header.Set(httpapi.RankHeader, rank)
 		resp, err := testwait.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

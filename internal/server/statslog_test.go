@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -24,14 +25,14 @@ func TestStatsLog(t *testing.T) {
 	buf := &lockedBuffer{}
 	clock := time.Unix(1000, 0)
 	stats := newStatsLog(slog.New(slog.NewJSONHandler(buf, nil)), f.D, reg, func() time.Time { return clock })
-	api := NewAPI(APIConfig{
+	api := httpapi.NewAPI(httpapi.APIConfig{
 		Dispatcher: f.D, Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
-		stats: stats,
+		Stats: stats,
 	})
 	ts := httptest.NewServer(api.Handler())
 	defer ts.Close()
 	// Rank 1 (pinned) gets a 4-token prompt and makes 6 tokens, and reports load.
-	if resp, body := post(t, ts, `{"prompt": [1, 2, 3, 4], "max_tokens": 6}`, RankHeader, "1"); resp.StatusCode != 200 {
+	if resp, body := post(t, ts, `{"prompt": [1, 2, 3, 4], "max_tokens": 6}`, httpapi.RankHeader, "1"); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	f.D.ObserveLoad(1, 3, 5, 0.25)

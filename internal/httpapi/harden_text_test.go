@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func newHardenTextAPI(t *testing.T, edit func(*Text)) (*fakeEngines, *httptest.S
 	edit(text)
 	api := NewAPI(APIConfig{
 		Dispatcher: f.D,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Engines:    func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg, Text: text,
 	})

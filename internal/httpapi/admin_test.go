@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ func newAdminAPI(t *testing.T, ranks int, dcfg dispatcher.Config, cfg APIConfig)
 	f := newFakeCoreConfig(t, ranks, dcfg)
 	reg := prometheus.NewRegistry()
 	cfg.Dispatcher = f.D
-	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.D.Engines()) }
+	cfg.Engines = func() []EngineView { return MergeEngines(nil, f.D.Engines()) }
 	cfg.Model = apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	ts := httptest.NewServer(NewAPI(cfg).Handler())

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -156,7 +156,7 @@ func TestCompletionVocabBound(t *testing.T) {
 		`{"prompt": [1], "stop_token_ids": [12]}`: "stop_token_ids",
 	} {
 		resp, b := post(t, ts, body)
-		var e errorBody
+		var e ErrorBody
 		_ = json.Unmarshal(b, &e)
 		if resp.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != param {
 			t.Errorf("%s: %d %s, want 400 naming %s", body, resp.StatusCode, b, param)

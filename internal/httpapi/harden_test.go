@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Regression tests for issue 17's HTTP items: each failed on the code before the
 // fix (named in its comment).
@@ -141,7 +141,7 @@ func newLimitedAPI(t *testing.T, cfg APIConfig) (*fakeEngines, *httptest.Server)
 	t.Helper()
 	f := newFakeCore(t, 1)
 	cfg.Dispatcher = f.D
-	cfg.Engines = func() []EngineView { return mergeEngines(nil, f.D.Engines()) }
+	cfg.Engines = func() []EngineView { return MergeEngines(nil, f.D.Engines()) }
 	reg := prometheus.NewRegistry()
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	ts := httptest.NewServer(NewAPI(cfg).Handler())
@@ -308,7 +308,7 @@ func TestStdlibErrorsAreJSON(t *testing.T) {
 	} {
 		ans := rawRequest(t, ln.Addr().String(), tt.req, false)
 		head, body, _ := strings.Cut(ans, "\r\n\r\n")
-		var e errorBody
+		var e ErrorBody
 		if !strings.HasPrefix(head, fmt.Sprintf("HTTP/1.1 %d", tt.code)) || !strings.Contains(head, "application/json") ||
 			json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != tt.code || e.Error.Message == "" {
 			t.Errorf("%.40q: %q", tt.req, ans)
@@ -398,7 +398,7 @@ func TestMergeEnginesDeadRankHasNoLoad(t *testing.T) {
 	f := newFakeCore(t, 2)
 	f.D.ObserveLoad(1, 3, 4, 0.5)
 	f.D.EngineDown(1, fmt.Errorf("gone"))
-	views := mergeEngines(nil, f.D.Engines())
+	views := MergeEngines(nil, f.D.Engines())
 	v := views[1]
 	if v.Ready || v.Running != 0 || v.Waiting != 0 || v.KVCacheUsage != 0 {
 		t.Errorf("dead rank: %+v", v)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func newCapAPI(t *testing.T, tok *countingTok, maxConcurrent int) *httptest.Serv
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
 		Dispatcher: f.D,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Engines:    func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		MaxConcurrentRequests: maxConcurrent,

@@ -1,7 +1,4 @@
-package server
-
-// Tracing wiring: with --otlp-traces-endpoint every completions request is a span
-// exported over OTLP/HTTP (the spans themselves are apicore.Span).
+package apicore
 
 import (
 	"context"
@@ -16,9 +13,9 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/version"
 )
 
-// newTracerProvider exports spans in batches to endpoint, an OTLP/HTTP URL
+// NewTracerProvider exports spans in batches to endpoint, an OTLP/HTTP URL
 // ("http://collector:4318"; with no path, the standard /v1/traces is used).
-func newTracerProvider(endpoint string) (*sdktrace.TracerProvider, error) {
+func NewTracerProvider(endpoint string) (*sdktrace.TracerProvider, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--otlp-traces-endpoint: %q: want an OTLP/HTTP URL such as http://HOST:4318", endpoint)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -112,7 +112,7 @@ func newTextAPI(t *testing.T, pieces map[int64]string) (*fakeEngines, *httptest.
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
 		Dispatcher: f.D,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Engines:    func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		Text: &Text{Name: "tiny", Root: "/models/tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{pieces: pieces},
@@ -483,7 +483,7 @@ func TestChatContentFormats(t *testing.T) {
 func TestTextGenerationDefaults(t *testing.T) {
 	f := newFakeCore(t, 1)
 	reg := prometheus.NewRegistry()
-	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}, Registerer: reg,
 		Text: &Text{Name: "tiny", MaxModelLen: 4096, Tokenizer: &fakeTextTok{}, Template: fakeTemplate{format: "string"},
 			DefaultSampling: map[string]float64{"temperature": 0.6, "top_k": 20, "max_tokens": 8}}})

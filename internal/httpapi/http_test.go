@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ func newTestAPI(t *testing.T, ranks int) (*fakeEngines, *httptest.Server) {
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
 		Dispatcher: f.D,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Engines:    func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 	})

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func newLoggedAPI(t *testing.T, logRequests bool) (*lockedBuffer, *httptest.Serv
 	reg := prometheus.NewRegistry()
 	api := NewAPI(APIConfig{
 		Dispatcher: f.D,
-		Engines:    func() []EngineView { return mergeEngines(nil, f.D.Engines()) },
+		Engines:    func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
 		Model:      apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs},
 		Registerer: reg, Gatherer: reg,
 		Logger:      slog.New(slog.NewJSONHandler(buf, nil)),

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -72,9 +72,9 @@ func TestHTTPFairShareKey(t *testing.T) {
 }
 
 // apiErrorOf decodes the JSON error shape.
-func apiErrorOf(t *testing.T, body []byte) errorDetail {
+func apiErrorOf(t *testing.T, body []byte) ErrorDetail {
 	t.Helper()
-	var e errorBody
+	var e ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatalf("not the JSON error shape: %v: %s", err, body)
 	}
