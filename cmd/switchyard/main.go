@@ -32,6 +32,7 @@ func main() {
 	// SIGTERM and SIGINT cancel the root context: every command treats that as
 	// "shut down gracefully" and exits 0 when it managed to.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	watchSecondSignal() // a second one exits at once (signals.go)
 	defer stop()
 	if err := rootCommand().Run(ctx, os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "switchyard:", err)

@@ -19,7 +19,9 @@ import (
 	"syscall"
 )
 
-func init() {
+// watchSecondSignal starts the watcher; main calls it next to the context it
+// makes (not init: a test binary must not take signals or leave a goroutine).
+func watchSecondSignal() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	go forceExitOnSecond(sigs)
