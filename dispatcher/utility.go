@@ -85,6 +85,22 @@ func (d *Dispatcher) CallUtility(ctx context.Context, method string, args ...any
 	if err != nil {
 		return res, fmt.Errorf("dispatcher: encoding arguments of %q: %w", method, err)
 	}
+	return d.callUtility(ctx, method, raw)
+}
+
+// CallUtilityRaw is CallUtility with the argument array already encoded: args
+// (one msgpack array; nil or empty means none) reach every engine byte for byte,
+// so a relay keeps what a decode and re-encode would change (map order, int
+// keys, ext values). wire.AppendUtility's checks apply.
+func (d *Dispatcher) CallUtilityRaw(ctx context.Context, method string, args wire.Raw) (UtilityResults, error) {
+	if d.closed.Load() {
+		return UtilityResults{Method: method}, ErrClosed
+	}
+	return d.callUtility(ctx, method, args)
+}
+
+func (d *Dispatcher) callUtility(ctx context.Context, method string, raw wire.Raw) (UtilityResults, error) {
+	res := UtilityResults{Method: method}
 	var ranks []int
 	for _, e := range d.engines.Load().list {
 		if e.up.Load() {

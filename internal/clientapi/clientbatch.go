@@ -269,7 +269,7 @@ func (s *ClientServer) slowClientLocked(c *client) {
 	}
 	s.queueLocked(c, outMsg{to: c.id, err: &clientError{Type: ErrTypeSlowClient,
 		Message: fmt.Sprintf("client did not read its outputs (%d waiting, limit %d): its %d live requests were aborted", queued, s.cfg.MaxQueued, len(ids))}})
-	go s.d.Abort(ids...) // not under the request lock that deliver runs in
+	s.goBG(func() { s.d.Abort(ids...) }) // not under the request lock that deliver runs in
 }
 
 // forgetLocked marks c gone, drops its queued messages and returns its engine ids.

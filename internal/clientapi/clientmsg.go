@@ -4,6 +4,7 @@ package clientapi
 // error messages, and the copy of an engine output under the client's id.
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -55,7 +56,7 @@ func (s *ClientServer) utility(c *client, body []byte) {
 	}
 	go func() {
 		defer func() { <-s.utilSem }()
-		rank, result, err := s.callUtility(method, args)
+		rank, result, err := s.callUtility(s.ctx, method, args)
 		if err != nil {
 			s.replyUtility(c, callID, rank, fmt.Sprintf("Call to %s method failed: %v", method, err), nil)
 			return
@@ -166,14 +167,10 @@ func appendClientError(dst []byte, e *clientError) []byte {
 
 // callUtility runs a client's UTILITY on every ready engine and returns the first
 // engine's result, as vLLM's data-parallel client does.
-func (s *ClientServer) callUtility(method string, args wire.Raw) (rank int, result wire.Raw, err error) {
-	var list []any
-	if len(args) > 0 {
-		if err := msgpack.Unmarshal(args, &list); err != nil {
-			return 0, nil, fmt.Errorf("decoding args: %w", err)
-		}
-	}
-	res, err := s.d.CallUtility(s.ctx, method, list...)
+func (s *ClientServer) callUtility(ctx context.Context, method string, args wire.Raw) (rank int, result wire.Raw, err error) {
+	// The client's bytes go through as they are: decoding them to Go values and
+	// encoding again would reorder maps and refuse int keys and ext values.
+	res, err := s.d.CallUtilityRaw(ctx, method, args)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -122,6 +122,11 @@ type ClientServer struct {
 	utilAllowed map[string]bool
 	wg          sync.WaitGroup // the sweeper
 	writers     sync.WaitGroup // per-client writers (Add only under mu, before closed)
+	// bg joins the goroutines started to get out from under a lock (an abort at
+	// the engines, a gone client's cleanup); goBG starts them until Close.
+	bgMu   sync.Mutex
+	bgDone bool
+	bg     sync.WaitGroup
 }
 
 // client is one connected DEALER. Guarded by ClientServer.mu.
@@ -262,7 +267,21 @@ func (s *ClientServer) Close() error {
 	for range cap(s.utilSem) { // wait for UTILITY calls in flight
 		s.utilSem <- struct{}{}
 	}
+	s.bgMu.Lock()
+	s.bgDone = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
 	return nil
+}
+
+// goBG runs f on its own goroutine, joined by Close; once Close has joined them
+// it runs nothing (the dispatcher's own Close then ends what is left).
+func (s *ClientServer) goBG(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if !s.bgDone {
+		s.bg.Go(f)
+	}
 }
 
 // onMessage is the socket's Handler: it runs on the client connection's own reader

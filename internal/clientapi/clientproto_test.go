@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"bytes"
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
@@ -236,4 +237,35 @@ func TestClientProtocolPromptTooLong(t *testing.T) {
 		t.Errorf("error %v", e)
 	}
 	h.f.NoAdds(t)
+}
+
+// A UTILITY's args reach the engine byte for byte: decoding them to Go values
+// and encoding again reordered maps and refused an int-keyed map and an ext
+// value (both of which the engine accepts).
+func TestClientProtocolUtilityArgsPassThrough(t *testing.T) {
+	h := newClientHarness(t, ClientConfig{})
+	args := wire.Raw{
+		0x93,                                                    // [
+		0x83, 0x01, 0xa1, 'a', 0xa1, 'z', 0x01, 0xa1, 'b', 0x02, // {1: "a", "z": 1, "b": 2}
+		0xc7, 0x03, 0x03, 'x', 'y', 'z', // ext 3 (raw bytes) "xyz"
+		0x92, 0x01, 0x02, // [1, 2]
+	}
+	body, err := wire.AppendUtility(nil, 0, 7, "collective_rpc", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cli.Send([]byte{wire.RequestUtility}, body); err != nil {
+		t.Fatal(err)
+	}
+	got := testwait.Recv(t, h.f.UtilityBodies, "the UTILITY at an engine")
+	_, _, method, gotArgs, err := wire.DecodeUtility(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method != "collective_rpc" || !bytes.Equal(gotArgs, args) {
+		t.Errorf("engine got %s % x; want collective_rpc % x", method, gotArgs, args)
+	}
+	if u := h.nextOutputs(t).UtilityOutput; u == nil || u.CallID != 7 || u.Failure.Valid {
+		t.Errorf("utility reply %+v", u)
+	}
 }

@@ -70,7 +70,8 @@ func (s *ClientServer) writeNow(c *client) {
 		w.recycle(batch)
 		if failed != nil {
 			// Not this goroutine's to handle: clientGone aborts at the engines.
-			go s.clientGone(failedTo, "send failed: "+failed.Error())
+			reason := "send failed: " + failed.Error()
+			s.goBG(func() { s.clientGone(failedTo, reason) })
 		}
 		s.mu.Lock()
 		if failed == nil {

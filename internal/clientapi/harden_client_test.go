@@ -1,6 +1,6 @@
 package clientapi
 
-// Regression tests for issue 17's client-protocol and serve items.
+// Regression tests for the client protocol's hardening.
 
 import (
 	"bytes"

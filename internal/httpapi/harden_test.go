@@ -1,6 +1,6 @@
 package httpapi
 
-// Regression tests for issue 17's HTTP items: each failed on the code before the
+// Regression tests for the HTTP API's hardening: each failed on the code before the
 // fix (named in its comment).
 
 import (

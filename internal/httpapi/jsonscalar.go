@@ -3,7 +3,7 @@ package httpapi
 // Scalar fields and member names of a request body, decoded without allocating
 // where the value allows: most of a completions body is a few keys and scalars,
 // and encoding/json's reflection (or a fresh string per key) cost more than the
-// floor's whole decode (issue 13).
+// floor's whole decode.
 
 import (
 	"bytes"

@@ -181,7 +181,7 @@ func (run *textRun) into(c *completion) {
 
 // serveText answers a text request: server-sent events when streaming, one JSON
 // body otherwise.
-func (a *API) serveText(w http.ResponseWriter, r *http.Request, ctx context.Context, run *textRun, streams []*dispatcher.Stream, events *fanIn, span *apicore.Span) {
+func (a *API) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, run *textRun, streams []*dispatcher.Stream, events *fanIn, span *apicore.Span) {
 	var send func(v any) bool
 	var write func(b []byte) bool
 	buf := make([]byte, 0, 512)

@@ -1,6 +1,6 @@
 package server
 
-// Prefill/decode disaggregation in `serve` (issue 14): the engines of
+// Prefill/decode disaggregation in `serve`: the engines of
 // --handshake-address (or the built-in mocks, or the bootstrapped ranks) are the
 // decode engines; prefill engines join a second frontend of their own
 // (--prefill-handshake-address, --prefill-data-parallel-size, or bootstrapped with

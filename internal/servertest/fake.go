@@ -25,8 +25,10 @@ type FakeEngines struct {
 	Adds   chan *wire.EngineCoreRequest
 	Aborts chan string
 	Hold   atomic.Bool
-	// utilities counts UTILITY frames received, over every rank.
+	// Utilities counts UTILITY frames received, over every rank.
 	Utilities atomic.Int64
+	// UtilityBodies receives the body of every UTILITY frame while it has room.
+	UtilityBodies chan []byte
 	// after, when set, runs after each engine message, as the serve adapter calls
 	// clientapi.ClientServer.EndBatch.
 	After atomic.Pointer[func(rank int)]
@@ -90,10 +92,11 @@ func NewFakeCore(t testing.TB, ranks int) *FakeEngines {
 func NewFakeCoreConfig(t testing.TB, ranks int, cfg dispatcher.Config) *FakeEngines {
 	t.Helper()
 	f := &FakeEngines{
-		Keys:   make(chan uint64, 1024),
-		in:     make(chan fakeFrame, 1024),
-		Adds:   make(chan *wire.EngineCoreRequest, 1024),
-		Aborts: make(chan string, 1024),
+		Keys:          make(chan uint64, 1024),
+		in:            make(chan fakeFrame, 1024),
+		Adds:          make(chan *wire.EngineCoreRequest, 1024),
+		Aborts:        make(chan string, 1024),
+		UtilityBodies: make(chan []byte, 64),
 	}
 	d, err := dispatcher.New(cfg, f)
 	if err != nil {
@@ -132,6 +135,10 @@ func (f *FakeEngines) run() {
 			}
 		case wire.RequestUtility:
 			f.Utilities.Add(1)
+			select {
+			case f.UtilityBodies <- fr.body:
+			default:
+			}
 			_, callID, _, _, _ := wire.DecodeUtility(fr.body)
 			f.Handle(fr.rank, &wire.EngineCoreOutputs{
 				EngineIndex:   int64(fr.rank),
