@@ -58,21 +58,22 @@ func pdFlags(p *server.PDConfig) []cli.Flag {
 
 // pdBenchFlags are `switchyard bench --pd`'s own flags; --duration, --concurrency,
 // --prompt-tokens, --output-tokens and --step-time are shared with the main mode.
-func pdBenchFlags() []cli.Flag {
+func pdBenchFlags(o *benchOptions) []cli.Flag {
 	const cat = "prefill/decode (--pd)"
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "pd", Category: cat, Usage: "P/D mode: the handoff overhead of switchyard's pairing against the proxy design's two HTTP hops (bench/README.md)"},
-		&cli.IntFlag{Name: "pd-decode-engines", Category: cat, Value: 2, Usage: "decode mock engines"},
-		&cli.IntFlag{Name: "pd-prefill-engines", Category: cat, Value: 1, Usage: "prefill mock engines"},
+		&cli.BoolFlag{Name: "pd", Destination: &o.pd, Category: cat, Usage: "P/D mode: the handoff overhead of switchyard's pairing against the proxy design's two HTTP hops (bench/README.md)"},
+		&cli.IntFlag{Name: "pd-decode-engines", Destination: &o.pdDecode, Category: cat, Value: 2, Usage: "decode mock engines"},
+		&cli.IntFlag{Name: "pd-prefill-engines", Destination: &o.pdPrefill, Category: cat, Value: 1, Usage: "prefill mock engines"},
 	}
 }
 
-func runPDBench(ctx context.Context, cmd *cli.Command) error {
+func runPDBench(ctx context.Context, o *benchOptions) error {
+	c := &o.cfg
 	cfg := bench.PDConfig{
-		Decode: cmd.Int("pd-decode-engines"), Prefill: cmd.Int("pd-prefill-engines"),
-		Concurrency: cmd.Int("concurrency"), Duration: cmd.Duration("duration"),
-		PromptTokens: cmd.Int("prompt-tokens"), OutputTokens: cmd.Int("output-tokens"),
-		StepTime: cmd.Duration("step-time"),
+		Decode: o.pdDecode, Prefill: o.pdPrefill,
+		Concurrency: c.Concurrency, Duration: c.Duration,
+		PromptTokens: c.PromptTokens, OutputTokens: c.OutputTokens,
+		StepTime: c.StepTime,
 	}
 	if cfg.StepTime <= 0 {
 		cfg.StepTime = time.Millisecond // the mock engines need a step
@@ -82,7 +83,7 @@ func runPDBench(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	bench.WritePD(os.Stdout, r)
-	if path := cmd.String("json"); path != "" {
+	if path := o.json; path != "" {
 		b, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
 			return err
