@@ -79,6 +79,7 @@ func rootCommand() *cli.Command {
 			vllmLayoutScriptCommand(),
 			benchCommand(),
 			registryCommand(),
+			docsCommand(),
 		},
 	}
 }
