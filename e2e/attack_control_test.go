@@ -11,7 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	sy "github.com/switchyard-llm/switchyard/internal/server"
+	"github.com/switchyard-llm/switchyard/internal/clientapi"
 )
 
 // Unauthenticated flood: 100 connections, each sending a wrong token and 200
@@ -24,7 +24,7 @@ func TestAttackClientUnauthenticated(t *testing.T) {
 	tg := startTarget(t, "--client-token", token)
 	tok, _ := msgpack.Marshal(token)
 	good := dialClient(t, tg.client, "good")
-	if err := good.sock.Send([]byte{sy.RequestAuth}, tok); err != nil {
+	if err := good.sock.Send([]byte{clientapi.RequestAuth}, tok); err != nil {
 		t.Fatal(err)
 	}
 	if f := good.run(t, "warm", 4, 3); f > 0 {
@@ -43,7 +43,7 @@ func TestAttackClientUnauthenticated(t *testing.T) {
 		for i := range conns {
 			c := dialClient(t, tg.client, fmt.Sprintf("anon-%d", i))
 			attackers = append(attackers, c)
-			if err := c.sock.Send([]byte{sy.RequestAuth}, wrong); err != nil {
+			if err := c.sock.Send([]byte{clientapi.RequestAuth}, wrong); err != nil {
 				t.Fatal(err)
 			}
 			for range each {
@@ -77,7 +77,7 @@ func TestAttackClientUnauthenticated(t *testing.T) {
 			default:
 			}
 			var e map[string]any
-			if msgpack.Unmarshal(m[0], &e) == nil && e["type"] == sy.ErrTypeUnauthenticated {
+			if msgpack.Unmarshal(m[0], &e) == nil && e["type"] == clientapi.ErrTypeUnauthenticated {
 				refused++
 			}
 		}

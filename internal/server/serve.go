@@ -45,7 +45,8 @@ type Server struct {
 	http    *httpapi.Server
 
 	events *engineEvents
-	pd     *pdSide // prefill engines (pd.go); nil without
+	sender *frontendSender // the dispatcher's, set to the frontend once it exists
+	pd     *pdSide         // prefill engines (pd.go); nil without
 	// kv is the cache-aware routing (kvroute.go) of the pool that has it: the only
 	// pool, or the prefill pool with P/D; nil unless --lb-policy kv or prefix.
 	kv          *kvroute.Edge
@@ -79,7 +80,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{log: cfg.Logger}}
+	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{log: cfg.Logger}, sender: &frontendSender{}}
 	// The failure paths below `return nil, err`, which sets the named result s to
 	// nil before deferred calls run: tear down through a copy, or a taken port
 	// becomes a nil dereference and the started components (and the ipc dir) leak.
@@ -89,17 +90,60 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			started.teardown()
 		}
 	}()
-	reg := cfg.Registry
-	ranks := cfg.Ranks()
+	loads := &loadForward{} // the coordinator's loads reach the dispatcher once it exists
+	if err = s.startCoordinator(ctx, loads); err != nil {
+		return nil, err
+	}
+	if err = s.startDispatcher(ctx, loads); err != nil {
+		return nil, err
+	}
+	if err = s.startFrontend(ctx); err != nil {
+		return nil, err
+	}
+	if err = s.startEngines(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.BootstrapAddress != "" {
+		if err = s.startBootstrap(); err != nil {
+			return nil, err
+		}
+	}
+	s.logKVTransferConfigs()
 
+	reason := func() error {
+		if p := s.shutdownReason.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	tracerProvider, err := s.startTracing()
+	if err != nil {
+		return nil, err
+	}
+	stats := s.startStats()
+	if err = s.startClients(ctx, reason, stats, tracerProvider); err != nil {
+		return nil, err
+	}
+	if err = s.startHTTP(reason, stats, tracerProvider); err != nil {
+		return nil, err
+	}
+	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", cfg.Ranks(), "lb_policy", cfg.LBPolicy,
+		"eos_token_ids", eosAttr(cfg.EOSTokenIDs))
+	return s, nil
+}
+
+// startCoordinator starts the DP coordinator this serve uses, if any: the
+// cluster leader's, an external one, or its own with more than one rank.
+func (s *Server) startCoordinator(ctx context.Context, loads *loadForward) error {
+	cfg, reg, ranks := s.cfg, s.cfg.Registry, s.cfg.Ranks()
+	var err error
 	// The coordinator feeds load to the dispatcher and the dispatcher stamps waves
 	// from the coordinator; loads is the forward reference that breaks the cycle.
-	loads := &loadForward{}
 	switch {
 	case cfg.FollowCoordinator != nil:
 		s.follow = cfg.FollowCoordinator
 		if err = s.follow.Start(ctx, loads); err != nil {
-			return nil, fmt.Errorf("coordinator: %w", err)
+			return fmt.Errorf("coordinator: %w", err)
 		}
 	case cfg.ExternalCoordinatorAddress != "":
 		// vLLM's own coordinator runs elsewhere (several API servers share it):
@@ -110,10 +154,10 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		xcfg.Logger = cfg.Logger.With("component", "coordinator")
 		xcfg.Registerer = reg
 		if s.ext, err = coordinator.NewExternal(xcfg, loads); err != nil {
-			return nil, fmt.Errorf("--external-coordinator-address: %w", err)
+			return fmt.Errorf("--external-coordinator-address: %w", err)
 		}
 		if err = s.ext.Start(ctx); err != nil {
-			return nil, fmt.Errorf("--external-coordinator-address: %w", err)
+			return fmt.Errorf("--external-coordinator-address: %w", err)
 		}
 		s.log.Info("following an external DP coordinator", "stats_address", cfg.ExternalCoordinatorAddress, "waves", cfg.EnableWaves)
 	case ranks > 1 && cfg.Bootstrapped():
@@ -128,20 +172,26 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		ccfg.Logger = cfg.Logger.With("component", "coordinator")
 		ccfg.Registerer = reg
 		if s.node, err = coordinator.NewNode(ccfg, loads); err != nil {
-			return nil, fmt.Errorf("coordinator: %w", err)
+			return fmt.Errorf("coordinator: %w", err)
 		}
 		if err = s.node.Start(ctx); err != nil {
-			return nil, fmt.Errorf("coordinator: %w", err)
+			return fmt.Errorf("coordinator: %w", err)
 		}
 	}
+	return nil
+}
 
+// startDispatcher builds the dispatcher (and the cache-aware routing it may
+// use) and the prefill side of P/D, if configured.
+func (s *Server) startDispatcher(ctx context.Context, loads *loadForward) error {
+	cfg, reg, ranks := s.cfg, s.cfg.Registry, s.cfg.Ranks()
+	var err error
 	if s.kvMockPorts, err = pickMockKVPorts(cfg, ranks); err != nil {
-		return nil, err
+		return err
 	}
 	if s.kv, err = newKVEdge(cfg, reg, s.log, s.kvMockPorts); err != nil {
-		return nil, err
+		return err
 	}
-	sender := &frontendSender{}
 	dcfg := dispatcher.DefaultConfig()
 	dcfg.Policy = cfg.LBPolicy
 	if s.kv != nil && !cfg.PD.Enabled() {
@@ -162,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if reg != nil {
 		// vLLM's own series beside switchyard's, so its dashboards and alerts work.
 		if dcfg.VLLM, err = vllmmetrics.New(reg, cfg.ModelName(), 0); err != nil {
-			return nil, fmt.Errorf("vllm metrics: %w", err)
+			return fmt.Errorf("vllm metrics: %w", err)
 		}
 	}
 	if s.node != nil && cfg.EnableWaves {
@@ -188,14 +238,21 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 				"start_rank", cfg.StartRank, "ranks", cfg.localRanks(), "data_parallel_size", ranks)
 		}
 	}
-	if s.d, err = dispatcher.New(dcfg, sender); err != nil {
-		return nil, fmt.Errorf("dispatcher: %w", err)
+	if s.d, err = dispatcher.New(dcfg, s.sender); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
 	}
 	loads.d.Store(s.d)
 	if err = s.startPrefill(ctx); err != nil { // prefill engines, if any (pd.go)
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// startFrontend starts the engine side: the handshake or bootstrapped
+// sockets every engine connects to.
+func (s *Server) startFrontend(ctx context.Context) error {
+	cfg, reg, ranks := s.cfg, s.cfg.Registry, s.cfg.Ranks()
+	var err error
 	events := s.events
 	events.d, events.node = s.d, s.node
 	fcfg := frontend.DefaultConfig()
@@ -220,16 +277,22 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	fcfg.Layouts = cfg.Layouts
 	fcfg.ClientIndex = cfg.ClientIndex
 	if s.fe, err = frontend.New(fcfg, events); err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+		return fmt.Errorf("frontend: %w", err)
 	}
-	sender.f.Store(s.fe)
+	s.sender.f.Store(s.fe)
 	if err = s.fe.Start(ctx); err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+		return fmt.Errorf("frontend: %w", err)
 	}
+	return nil
+}
 
+// startEngines starts the built-in mock engines without an engine
+// configuration, or says what it waits for.
+func (s *Server) startEngines(ctx context.Context) error {
+	cfg, ranks := s.cfg, s.cfg.Ranks()
 	if cfg.Embedded() {
-		if err = s.startMocks(ctx, ranks); err != nil {
-			return nil, err
+		if err := s.startMocks(ctx, ranks); err != nil {
+			return err
 		}
 	} else {
 		if len(cfg.EOSTokenIDs) == 0 {
@@ -243,20 +306,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 				"engine_command", fmt.Sprintf("vllm serve MODEL --headless --data-parallel-size %d --data-parallel-size-local 1 --data-parallel-start-rank R --data-parallel-address HOST --data-parallel-rpc-port PORT", ranks))
 		}
 	}
+	return nil
+}
 
-	if cfg.BootstrapAddress != "" {
-		if err = s.startBootstrap(); err != nil {
-			return nil, err
-		}
-	}
-	s.logKVTransferConfigs()
-
-	reason := func() error {
-		if p := s.shutdownReason.Load(); p != nil {
-			return *p
-		}
-		return nil
-	}
+// startTracing sets up the OTLP exporter with --otlp-traces-endpoint; nil
+// provider: no tracing.
+func (s *Server) startTracing() (trace.TracerProvider, error) {
+	cfg := s.cfg
 	var tracerProvider trace.TracerProvider
 	if cfg.OTLPTracesEndpoint != "" {
 		tp, err := apicore.NewTracerProvider(cfg.OTLPTracesEndpoint)
@@ -269,9 +325,15 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tlog.Warn("tracing", "err", err) }))
 		s.log.Info("tracing", "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
 	}
+	return tracerProvider, nil
+}
+
+// startStats runs the periodic stats line with --log-stats-interval; nil: off.
+func (s *Server) startStats() *statsLog {
+	cfg := s.cfg
 	var stats *statsLog
 	if cfg.LogStatsInterval > 0 {
-		stats = newStatsLog(cfg.Logger.With("component", "stats"), s.d, reg, time.Now)
+		stats = newStatsLog(cfg.Logger.With("component", "stats"), s.d, cfg.Registry, time.Now)
 		if s.kv != nil {
 			stats.predicted = s.kv.Predicted
 		}
@@ -283,7 +345,14 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			stats.run(sctx, cfg.LogStatsInterval)
 		}()
 	}
+	return stats
+}
+
+// startClients listens for msgpack clients on --client-address, if set.
+func (s *Server) startClients(ctx context.Context, reason func() error, stats *statsLog, tracerProvider trace.TracerProvider) error {
+	cfg := s.cfg
 	if cfg.ClientAddress != "" {
+		var err error
 		s.clients, err = clientapi.ListenClients(ctx, clientapi.ClientConfig{
 			Address: cfg.ClientAddress, Timeout: cfg.ClientTimeout, Model: cfg.Model(), ShutdownReason: reason,
 			AllowUtilityMethods: cfg.AllowUtilityMethods,
@@ -293,18 +362,12 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			Logger: cfg.Logger.With("component", "clients"),
 		}, s.d)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		events.clients.Store(s.clients)
+		s.events.clients.Store(s.clients)
 		s.log.Info("client protocol listening", "address", s.clients.Addr())
 	}
-
-	if err = s.startHTTP(reason, stats, tracerProvider); err != nil {
-		return nil, err
-	}
-	s.log.Info("serving", "http", "http://"+s.HTTPAddr(), "engines", ranks, "lb_policy", cfg.LBPolicy,
-		"eos_token_ids", eosAttr(cfg.EOSTokenIDs))
-	return s, nil
+	return nil
 }
 
 // startHTTP builds the HTTP API and serves it on --http-address.

@@ -8,14 +8,14 @@ import (
 	"github.com/bytedance/sonic"
 	goccy "github.com/goccy/go-json"
 
-	"github.com/switchyard-llm/switchyard/internal/server"
+	"github.com/switchyard-llm/switchyard/internal/httpapi"
 )
 
 // libReq is what a library decodes a completions body into: the server's
 // request struct (its exported fields) plus the prompt as flat token ids,
 // the fastest shape a library can be given for the benchmark bodies.
 type libReq struct {
-	server.CompletionRequest
+	httpapi.CompletionRequest
 	Prompt []int64 `json:"prompt"`
 }
 
@@ -46,7 +46,7 @@ func libDecoder(name string, unmarshal func([]byte, any) error) decoder {
 // ours is switchyard's decoder: ParseCompletion, then the prompt it parsed
 // while streaming (one list of ids here).
 func ours(body []byte) result {
-	r, err := server.ParseCompletion(body)
+	r, err := httpapi.ParseCompletion(body)
 	if err != nil {
 		return result{}
 	}
@@ -58,7 +58,7 @@ func ours(body []byte) result {
 }
 
 var decoders = []decoder{
-	{"ours (server.ParseCompletion)", ours},
+	{"ours (httpapi.ParseCompletion)", ours},
 	libDecoder("encoding/json", stdjson.Unmarshal),
 	libDecoder("goccy/go-json v0.12.0", goccy.Unmarshal),
 	libDecoder("bytedance/sonic v1.15.5 (ConfigStd)", sonic.ConfigStd.Unmarshal),
