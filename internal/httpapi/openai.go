@@ -86,12 +86,6 @@ type CompletionRequest struct {
 	structured []byte
 }
 
-// StreamOptions is OpenAI's stream_options.
-type StreamOptions struct {
-	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
-}
-
 // APIError is an error answered in the OpenAI/vLLM shape
 // {"error": {"message", "type", "param", "code"}}; Code is the HTTP status.
 type APIError struct {
@@ -159,13 +153,6 @@ func (e *APIError) body() ErrorBody {
 		d.Param = &p
 	}
 	return ErrorBody{Error: d}
-}
-
-// ParseCompletion decodes a request body (see readCompletion): exact field names,
-// the field at fault named for a value of the wrong JSON type, trailing garbage
-// refused.
-func ParseCompletion(body []byte) (*CompletionRequest, error) {
-	return readCompletion(bytes.NewReader(body), apicore.MaxPromptTokens)
 }
 
 // Prompts returns the prompt field: a list of token ids, or a list of such lists,

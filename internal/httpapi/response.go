@@ -1,41 +1,12 @@
 package httpapi
 
-// The response side of /v1/completions: the JSON shapes and the pure accumulator that
-// turns engine outputs into choices and usage. Handlers feed it; it does no IO.
+// The response side of /v1/completions: the pure accumulator that turns engine
+// outputs into choices and usage (the JSON shapes are openaijson's). Handlers
+// feed it; it does no IO.
 
 import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// CompletionResponse is the non-streaming answer and, with one choice and no usage,
-// each streaming chunk (object "text_completion" in both, as vLLM does).
-type CompletionResponse struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []Choice `json:"choices"`
-	Usage   *Usage   `json:"usage,omitempty"`
-}
-
-// Choice is one completion choice. Text is always empty: switchyard is token-in,
-// token-out, like vLLM with --skip-tokenizer-init.
-type Choice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	TokenIDs     []int64 `json:"token_ids"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-	StopReason   any     `json:"stop_reason"`
-}
-
-// Usage counts tokens the vLLM way: each prompt once (not once per n), every
-// generated token of every choice.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
 
 // completion accumulates the outputs of one HTTP completion's engine requests.
 // Not safe for concurrent use: the handler goroutine owns it.

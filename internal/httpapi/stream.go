@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-
+	"sync"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/openaijson"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -19,9 +20,9 @@ func writeCompletion(w http.ResponseWriter, c *completion) {
 	bp := answerBufs.Get().(*[]byte)
 	defer answerBufs.Put(bp)
 	u := c.totals()
-	b, ok := appendCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u)
+	b, ok := openaijson.AppendCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u)
 	if !ok {
-		b = marshalCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u, false)
+		b = openaijson.MarshalCompletion((*bp)[:0], c.id, c.model, c.created, c.choices, u, false)
 	}
 	b = append(b, '\n')
 	*bp = b
@@ -67,8 +68,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 		}
 		buf = append(buf[:0], "data: "...)
 		var ok bool
-		if buf, ok = appendCompletion(buf, c.id, c.model, c.created, chs, usage); !ok {
-			buf = marshalCompletion(buf, c.id, c.model, c.created, chs, usage, true)
+		if buf, ok = openaijson.AppendCompletion(buf, c.id, c.model, c.created, chs, usage); !ok {
+			buf = openaijson.MarshalCompletion(buf, c.id, c.model, c.created, chs, usage, true)
 		}
 		return write()
 	}
@@ -113,3 +114,6 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c *completion, even
 func toWire(o *dispatcher.Output) *wire.EngineCoreOutput {
 	return &wire.EngineCoreOutput{NewTokenIDs: o.TokenIDs, FinishReason: o.Finish, StopReason: o.StopReason}
 }
+
+// answerBufs are the buffers JSON answers are built in.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

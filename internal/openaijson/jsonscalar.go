@@ -1,4 +1,4 @@
-package httpapi
+package openaijson
 
 // Scalar fields and member names of a request body, decoded without allocating
 // where the value allows: most of a completions body is a few keys and scalars,
@@ -7,33 +7,9 @@ package httpapi
 
 import (
 	"bytes"
-	"reflect"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
-
-// memberNames holds the JSON names of the request bodies' fields, so a member's
-// name is looked up (a map index on string(raw) does not allocate) rather than
-// copied into a new string per member. Built once from the struct tags, so a field
-// added to a body type is covered without a second list.
-var memberNames = func() map[string]string {
-	m := map[string]string{"prompt": "prompt"}
-	var add func(t reflect.Type)
-	add = func(t reflect.Type) {
-		for f := range t.Fields() {
-			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				add(f.Type)
-				continue
-			}
-			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-				m[name] = name
-			}
-		}
-	}
-	add(reflect.TypeFor[ChatRequest]())
-	return m
-}()
 
 // slowScalarsOnly turns the scalar fast paths off, so tests can hold them to
 // encoding/json's results.
@@ -41,8 +17,8 @@ var slowScalarsOnly = false
 
 // memberName is raw as a string: a known field's name without allocating, anything
 // else copied.
-func memberName(raw []byte) string {
-	if name, ok := memberNames[string(raw)]; ok {
+func (p *jsonReader) memberName(raw []byte) string {
+	if name, ok := p.names[string(raw)]; ok {
 		return name
 	}
 	return string(raw)

@@ -1,4 +1,4 @@
-package httpapi
+package openaijson
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ func TestAppendCompletionMatchesEncodingJSON(t *testing.T) {
 		_ = e.Encode(v)
 		encoded := bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
 
-		got, ok := appendCompletion([]byte("data: "), id, model, created, chs, u)
+		got, ok := AppendCompletion([]byte("data: "), id, model, created, chs, u)
 		if ok {
 			if string(got[6:]) != string(marshaled) || string(got[6:]) != string(encoded) {
 				t.Fatalf("case %d:\n got %s\nwant %s\n(no HTML escaping: %s)", i, got[6:], marshaled, encoded)
@@ -66,10 +66,10 @@ func TestAppendCompletionMatchesEncodingJSON(t *testing.T) {
 		} else if string(got) != "data: " {
 			t.Fatalf("case %d: a refusal changed dst to %q", i, got)
 		}
-		if fb := marshalCompletion(nil, id, model, created, chs, u, true); string(fb) != string(marshaled) {
+		if fb := MarshalCompletion(nil, id, model, created, chs, u, true); string(fb) != string(marshaled) {
 			t.Fatalf("case %d: fallback %s, want %s", i, fb, marshaled)
 		}
-		if fb := marshalCompletion(nil, id, model, created, chs, u, false); string(fb) != string(encoded) {
+		if fb := MarshalCompletion(nil, id, model, created, chs, u, false); string(fb) != string(encoded) {
 			t.Fatalf("case %d: fallback without HTML escaping %s, want %s", i, fb, encoded)
 		}
 	}
@@ -83,7 +83,7 @@ func BenchmarkSSEChunk(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 0, 512)
 		for b.Loop() {
-			buf, _ = appendCompletion(buf[:0], "cmpl-0123456789abcdef", "model", 1795984272, chs, nil)
+			buf, _ = AppendCompletion(buf[:0], "cmpl-0123456789abcdef", "model", 1795984272, chs, nil)
 		}
 	})
 	b.Run("encoding/json", func(b *testing.B) {

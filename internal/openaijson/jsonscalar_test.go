@@ -1,4 +1,4 @@
-package httpapi
+package openaijson
 
 import (
 	"encoding/json"

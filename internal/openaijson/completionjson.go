@@ -1,24 +1,54 @@
-package httpapi
+package openaijson
+
+// The token-in, token-out completion answers written by hand: encoding/json's
+// reflection was the largest CPU and allocation cost of an SSE chunk and of a JSON
+// answer. AppendCompletion writes exactly the bytes encoding/json writes for a
+// CompletionResponse, and says when it cannot (a string that needs escaping, a
+// choice with logprobs, an unusual stop reason): the caller then lets encoding/json
+// do it. completionjson_test.go holds it to encoding/json's output.
 
 import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"sync"
 )
 
-// The token-in, token-out completion answers written by hand: encoding/json's
-// reflection was the largest CPU and allocation cost of an SSE chunk and of a JSON
-// answer. appendCompletion writes exactly the bytes encoding/json writes for a
-// CompletionResponse, and says when it cannot (a string that needs escaping, a
-// choice with logprobs, an unusual stop reason): the caller then lets encoding/json
-// do it. completionjson_test.go holds it to encoding/json's output.
+// CompletionResponse is the non-streaming answer of /v1/completions and, with one
+// choice and no usage, each streaming chunk (object "text_completion" in both, as
+// vLLM does).
+type CompletionResponse struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   *Usage   `json:"usage,omitempty"`
+}
 
-// appendCompletion appends the JSON of the response {id, model, created, choices,
+// Choice is one completion choice. Text is empty on the token path: switchyard is
+// token-in, token-out there, like vLLM with --skip-tokenizer-init.
+type Choice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	TokenIDs     []int64 `json:"token_ids"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	StopReason   any     `json:"stop_reason"`
+}
+
+// Usage counts tokens the vLLM way: each prompt once (not once per n), every
+// generated token of every choice.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// AppendCompletion appends the JSON of the response {id, model, created, choices,
 // usage} (object "text_completion"), as encoding/json.Marshal writes it (with or
 // without HTML escaping: plain strings are the same either way); ok is false, with
 // dst unchanged, when a value needs encoding/json.
-func appendCompletion(dst []byte, id, model string, created int64, choices []Choice, usage *Usage) (_ []byte, ok bool) {
+func AppendCompletion(dst []byte, id, model string, created int64, choices []Choice, usage *Usage) (_ []byte, ok bool) {
 	if !plainJSON(id) || !plainJSON(model) {
 		return dst, false
 	}
@@ -116,9 +146,10 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// marshalCompletion is the fallback: encoding/json of the same response (HTML
-// escaping as json.Marshal does it; writeJSON's answers turn it off).
-func marshalCompletion(dst []byte, id, model string, created int64, choices []Choice, usage *Usage, escapeHTML bool) []byte {
+// MarshalCompletion is the fallback: encoding/json of the same response, with
+// HTML escaping as json.Marshal does it (SSE chunks) or without (a JSON answer,
+// as an Encoder with SetEscapeHTML(false) writes it, minus its newline).
+func MarshalCompletion(dst []byte, id, model string, created int64, choices []Choice, usage *Usage, escapeHTML bool) []byte {
 	v := &CompletionResponse{ID: id, Object: "text_completion", Created: created, Model: model,
 		Choices: slices.Clone(choices), Usage: usage}
 	if escapeHTML {
@@ -135,6 +166,3 @@ func marshalCompletion(dst []byte, id, model string, created int64, choices []Ch
 type sliceWriter struct{ b []byte }
 
 func (w *sliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
-
-// answerBufs are the buffers JSON answers are built in.
-var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

@@ -1,8 +1,7 @@
-package httpapi
+package openaijson
 
-// The streaming half of readCompletion: the prompt's token ids, parsed as they
-// arrive so a body never costs more than apicore.MaxPromptTokens ids, and the table of the
-// fields matched by their exact names.
+// The streaming half of Decode: the prompt's token ids, parsed as they arrive so
+// a body never costs more than apicore.MaxPromptTokens ids.
 
 import (
 	"bytes"
@@ -17,8 +16,8 @@ import (
 // of such lists. It stops at the first id past p.maxTokens (apicore.MaxPromptTokens, or
 // the largest context an engine registered), so a body never costs more memory
 // than the limit allows.
-func (p *jsonReader) prompt(req *CompletionRequest) error {
-	req.prompts = nil
+func (p *jsonReader) prompt(req *Prompt) error {
+	req.IDs = nil
 	c, err := p.ws()
 	if err != nil {
 		return err
@@ -31,7 +30,7 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 		if err != nil {
 			return err
 		}
-		req.textPrompts = []string{s}
+		req.Texts = []string{s}
 		return nil
 	case '[':
 	default:
@@ -52,7 +51,7 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 		if err != nil {
 			return err
 		}
-		req.prompts = [][]int64{ids}
+		req.IDs = [][]int64{ids}
 		return nil
 	}
 	for i := 0; ; i++ {
@@ -61,14 +60,14 @@ func (p *jsonReader) prompt(req *CompletionRequest) error {
 		} else if c != '[' {
 			return errPromptShape
 		}
-		if len(req.prompts) >= MaxChoices {
-			return badRequest("prompt", "more than %d prompts (n times the number of prompts is limited to %d)", MaxChoices, MaxChoices)
+		if len(req.IDs) >= p.maxPrompts {
+			return badRequest("prompt", "more than %d prompts (n times the number of prompts is limited to %d)", p.maxPrompts, p.maxPrompts)
 		}
 		ids, err := p.ids(fmt.Sprintf("prompt[%d]", i), false)
 		if err != nil {
 			return err
 		}
-		req.prompts = append(req.prompts, ids)
+		req.IDs = append(req.IDs, ids)
 		if c, err = p.ws(); err != nil {
 			return err
 		} else if c == ']' {
@@ -94,7 +93,7 @@ func (p *jsonReader) text(where string) (string, error) {
 }
 
 // textList reads a list of strings whose '[' was consumed.
-func (p *jsonReader) textList(req *CompletionRequest) error {
+func (p *jsonReader) textList(req *Prompt) error {
 	for i := 0; ; i++ {
 		where := fmt.Sprintf("prompt[%d]", i)
 		if c, err := p.ws(); err != nil {
@@ -102,14 +101,14 @@ func (p *jsonReader) textList(req *CompletionRequest) error {
 		} else if c != '"' {
 			return badRequest("prompt", "%s: a list of prompts must be all strings or all lists of token ids", where)
 		}
-		if len(req.textPrompts) >= MaxChoices {
-			return badRequest("prompt", "more than %d prompts (n times the number of prompts is limited to %d)", MaxChoices, MaxChoices)
+		if len(req.Texts) >= p.maxPrompts {
+			return badRequest("prompt", "more than %d prompts (n times the number of prompts is limited to %d)", p.maxPrompts, p.maxPrompts)
 		}
 		s, err := p.text(where)
 		if err != nil {
 			return err
 		}
-		req.textPrompts = append(req.textPrompts, s)
+		req.Texts = append(req.Texts, s)
 		if c, err := p.ws(); err != nil {
 			return err
 		} else if c == ']' {
@@ -245,85 +244,4 @@ func (p *jsonReader) fastID() (id int64, sep byte, ok bool) {
 	}
 	p.off += int64(i)
 	return id, sep, true
-}
-
-// field returns a pointer to the field named key (exactly), or nil.
-func (r *CompletionRequest) field(key string) any {
-	switch key {
-	case "model":
-		return &r.Model
-	case "max_tokens":
-		return &r.MaxTokens
-	case "temperature":
-		return &r.Temperature
-	case "top_p":
-		return &r.TopP
-	case "top_k":
-		return &r.TopK
-	case "min_p":
-		return &r.MinP
-	case "seed":
-		return &r.Seed
-	case "stop_token_ids":
-		return &r.StopTokenIDs
-	case "ignore_eos":
-		return &r.IgnoreEOS
-	case "min_tokens":
-		return &r.MinTokens
-	case "priority":
-		return &r.Priority
-	case "stream":
-		return &r.Stream
-	case "stream_options":
-		return &r.StreamOptions
-	case "n":
-		return &r.N
-	case "presence_penalty":
-		return &r.PresencePenalty
-	case "frequency_penalty":
-		return &r.FrequencyPenalty
-	case "repetition_penalty":
-		return &r.RepetitionPenalty
-	case "cache_salt":
-		return &r.CacheSalt
-	case "request_id":
-		return &r.RequestID
-	case "stop":
-		return &r.Stop
-	case "echo":
-		return &r.Echo
-	case "logprobs":
-		return &r.Logprobs
-	case "best_of":
-		return &r.BestOf
-	case "suffix":
-		return &r.Suffix
-	case "include_stop_str_in_output":
-		return &r.IncludeStopStrInOutput
-	case "skip_special_tokens":
-		return &r.SkipSpecialTokens
-	case "spaces_between_special_tokens":
-		return &r.SpacesBetweenSpecialTokens
-	case "return_token_ids":
-		return &r.ReturnTokenIDs
-	case "add_special_tokens":
-		return &r.AddSpecialTokens
-	case "prompt_logprobs":
-		return &r.PromptLogprobs
-	case "response_format":
-		return &r.ResponseFormat
-	case "structured_outputs":
-		return &r.StructuredOutputs
-	case "guided_json":
-		return &r.GuidedJSON
-	case "guided_regex":
-		return &r.GuidedRegex
-	case "guided_choice":
-		return &r.GuidedChoice
-	case "guided_grammar":
-		return &r.GuidedGrammar
-	case "guided_whitespace_pattern":
-		return &r.GuidedWhitespacePattern
-	}
-	return nil
 }

@@ -1,6 +1,6 @@
-package httpapi
+package openaijson
 
-// The completions body decoder. encoding/json decodes the whole body into memory
+// The body decoder. encoding/json decodes the whole body into memory
 // before anything can look at it (a 32 MiB body of token ids cost ~380 MB and 30 s
 // of CPU before the prompt limit refused it), matches field names case-
 // insensitively (vLLM's pydantic models match exactly, so "MAX_TOKENS" must not
@@ -27,9 +27,9 @@ const (
 	// needs three levels; pydantic accepts deeper, but nothing switchyard reads
 	// is deeper than that, and the bound keeps the recursive scanner's stack small.
 	maxJSONDepth = 64
-	// maxFieldBytes bounds the raw JSON of one known field other than the prompt
+	// MaxFieldBytes bounds the raw JSON of one known field other than the prompt
 	// (stop_token_ids is the largest in practice).
-	maxFieldBytes = 1 << 20
+	MaxFieldBytes = 1 << 20
 	// maxKeyBytes bounds a field name; a longer one is no field we know.
 	maxKeyBytes = 256
 )
@@ -57,7 +57,7 @@ type jsonReader struct {
 	off int64
 	buf []byte // capture target of value(); nil when skipping
 	// scratch and key are reused across a body's fields (capture) and member
-	// names (object), so neither allocates per field. Never nil (readObject
+	// names (object), so neither allocates per field. Never nil (Decode
 	// starts them on the arrays below): capture relies on p.buf != nil.
 	scratch, key []byte
 	num          []byte // a skipped or captured number's text (value)
@@ -65,8 +65,10 @@ type jsonReader struct {
 	scratchArr [64]byte
 	keyArr     [32]byte
 	numArr     [32]byte
-	// maxTokens bounds one prompt's ids.
-	maxTokens int
+	// names interns known member names (Decoder.names).
+	names map[string]string
+	// maxTokens bounds one prompt's ids, maxPrompts a prompt list.
+	maxTokens, maxPrompts int
 }
 
 func (p *jsonReader) next() (byte, error) {
@@ -80,14 +82,14 @@ func (p *jsonReader) next() (byte, error) {
 	p.off++
 	if p.buf != nil {
 		p.buf = append(p.buf, c)
-		if len(p.buf) > maxFieldBytes {
+		if len(p.buf) > MaxFieldBytes {
 			return 0, errFieldTooLarge
 		}
 	}
 	return c, nil
 }
 
-var errFieldTooLarge = fmt.Errorf("a field value is larger than %d bytes", maxFieldBytes)
+var errFieldTooLarge = fmt.Errorf("a field value is larger than %d bytes", MaxFieldBytes)
 
 func (p *jsonReader) syntax(format string, args ...any) error {
 	return &bodySyntaxError{Offset: p.off, Msg: fmt.Sprintf(format, args...)}
@@ -349,7 +351,7 @@ func (p *jsonReader) object(depth int, member func(key string) error) error {
 			return err
 		}
 		p.key = raw
-		key := memberName(raw)
+		key := p.memberName(raw)
 		if over {
 			key = "" // no field we know is that long
 		} else if bytes.IndexByte(raw, '\\') >= 0 {
@@ -405,38 +407,25 @@ func (p *jsonReader) capture() ([]byte, error) {
 // kept as the scratch buffer for the body's next fields.
 const maxKeptScratch = 4 << 10
 
-// readCompletion decodes one completions body from r: exactly one JSON object,
-// fields matched by their exact names (a repeated name: the last wins, as in
-// Python), unknown fields skipped, the prompt parsed as it streams in and cut at
-// maxTokens ids (at most apicore.MaxPromptTokens; 0 = apicore.MaxPromptTokens).
-func readCompletion(r io.Reader, maxTokens int) (*CompletionRequest, error) {
-	if maxTokens <= 0 || maxTokens > apicore.MaxPromptTokens {
-		maxTokens = apicore.MaxPromptTokens
-	}
-	req := &CompletionRequest{}
-	if err := readObject(r, maxTokens, req, req); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
-
-// bodyFields is a request body type: field names where a known member decodes
-// to (nil: unknown, skipped).
-type bodyFields interface {
-	field(key string) any
-}
-
-// readObject reads a body that must be one JSON object into fields, through a
-// pooled reader; after the object only whitespace may follow. With prompt set,
-// its "prompt" member is parsed as it streams in, cut at maxTokens ids.
-func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *CompletionRequest) error {
+// Decode reads a body that must be one JSON object, through a pooled reader;
+// after the object only whitespace may follow. Member names match exactly (an
+// escaped name is the name it spells; a repeated name: the last wins, as in
+// Python). fields names where a known member decodes to (nil: unknown, skipped
+// without being kept). With prompt set, the "prompt" member is parsed into it as
+// it streams in, each list cut at prompt.MaxTokens ids; without, "prompt" is a
+// field like any other. A client's fault is an *Error; a read error (the body's
+// size limit, a deadline) is returned as the reader gave it.
+func (d *Decoder) Decode(r io.Reader, fields func(key string) any, prompt *Prompt) error {
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(r)
 	defer func() {
 		br.Reset(nil) // drop the body
 		readerPool.Put(br)
 	}()
-	p := &jsonReader{r: br, maxTokens: maxTokens}
+	p := &jsonReader{r: br, names: d.names, maxPrompts: d.maxPrompts, maxTokens: apicore.MaxPromptTokens}
+	if prompt != nil && prompt.MaxTokens > 0 && prompt.MaxTokens < apicore.MaxPromptTokens {
+		p.maxTokens = prompt.MaxTokens
+	}
 	p.scratch, p.key, p.num = p.scratchArr[:0], p.keyArr[:0], p.numArr[:0]
 	c, err := p.ws()
 	if err != nil {
@@ -453,14 +442,14 @@ func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *Completio
 		if prompt != nil && key == "prompt" {
 			return p.prompt(prompt)
 		}
-		dst := fields.field(key)
+		dst := fields(key)
 		if dst == nil {
 			return p.value(2)
 		}
 		raw, err := p.capture()
 		if err != nil {
 			if errors.Is(err, errFieldTooLarge) {
-				return badRequest(key, "%s is larger than %d bytes", key, maxFieldBytes)
+				return badRequest(key, "%s is larger than %d bytes", key, MaxFieldBytes)
 			}
 			return err
 		}
@@ -477,14 +466,14 @@ func readObject(r io.Reader, maxTokens int, fields bodyFields, prompt *Completio
 	return nil
 }
 
-// jsonBodyError maps a decode failure to its answer; *APIError passes through, a
-// read error (too large, timed out) is returned as is for the handler to map.
+// jsonBodyError maps a decode failure to an *Error; an *Error passes through, a
+// read error (too large, timed out) is returned as is for the caller to map.
 func jsonBodyError(err error) error {
-	var ae *APIError
+	var fe *Error
 	var se *bodySyntaxError
 	switch {
-	case errors.As(err, &ae):
-		return ae
+	case errors.As(err, &fe):
+		return fe
 	case errors.As(err, &se):
 		return badRequest("", "%s", se.Error())
 	case errors.Is(err, errBodyTooDeep):

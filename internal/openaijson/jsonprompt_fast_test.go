@@ -1,4 +1,4 @@
-package httpapi
+package openaijson
 
 import (
 	"fmt"
@@ -41,15 +41,12 @@ func TestFastIDsAgreeWithTheGeneralPath(t *testing.T) {
 			read := func(slow bool, wrap func(io.Reader) io.Reader) (string, [][]int64) {
 				slowIDsOnly = slow
 				defer func() { slowIDsOnly = false }()
-				req, err := readCompletion(wrap(strings.NewReader(body)), maxTokens)
-				if err != nil {
+				var b testBody
+				pr := Prompt{MaxTokens: maxTokens}
+				if err := testDecoder.Decode(wrap(strings.NewReader(body)), b.field, &pr); err != nil {
 					return err.Error(), nil
 				}
-				ps, err := req.Prompts()
-				if err != nil {
-					return err.Error(), nil
-				}
-				return "", ps
+				return "", pr.IDs
 			}
 			wantErr, want := read(true, wraps["whole"])
 			for name, w := range wraps {
