@@ -18,9 +18,8 @@ import (
 // model's tokenizer, when the user message holds a scenario's trigger word; the
 // frontend must then parse it as vLLM's OpenAI server does.
 //
-// The parsing tests skip while serve lacks the flags that turn the parsers on
-// (--tool-call-parser, --reasoning-parser): "integration pending". The
-// scaffolding test runs now and checks the scripted answer arrives verbatim.
+// Without the parser flags the scripted answer arrives verbatim (the
+// scaffolding test); with them it is parsed (TestToolCallsParsed).
 
 // wantCall is one expected tool call: the name and the arguments text.
 type wantCall struct{ Name, Args string }
@@ -250,7 +249,7 @@ type toolAnswer struct {
 // vLLM's server returns for it.
 func TestToolCallsParsed(t *testing.T) {
 	if !serveHasFlags(t, "--tool-call-parser", "--reasoning-parser", "--enable-auto-tool-choice") {
-		t.Skip("integration pending: serve has no --tool-call-parser/--reasoning-parser yet")
+		t.Fatal("serve lacks --tool-call-parser/--reasoning-parser/--enable-auto-tool-choice")
 	}
 	for _, sc := range toolScenarios {
 		t.Run(sc.name, func(t *testing.T) {

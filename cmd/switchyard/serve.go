@@ -14,7 +14,9 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/switchyard-llm/switchyard/internal/minitok"
+	"github.com/switchyard-llm/switchyard/internal/reasoning"
 	"github.com/switchyard-llm/switchyard/internal/server"
+	"github.com/switchyard-llm/switchyard/internal/toolcall"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -124,21 +126,6 @@ func serveCommand() *cli.Command {
 				Usage: "require \"Authorization: Bearer KEY\" on /v1/* (vLLM's --api-key; repeatable, any one of them is accepted); " +
 					"/health and /metrics stay open",
 				Sources: cli.EnvVars("SWITCHYARD_API_KEY", "VLLM_API_KEY")},
-			&cli.StringSliceFlag{Name: "allowed-origins", Destination: &c.CORS.AllowedOrigins, Category: "clients", Value: []string{"*"},
-				Usage:   "CORS: origins a browser page may call from (vLLM's flag; repeatable, comma-separated or a JSON list; \"*\" = any)",
-				Sources: cli.EnvVars("SWITCHYARD_ALLOWED_ORIGINS")},
-			&cli.StringSliceFlag{Name: "allowed-methods", Destination: &c.CORS.AllowedMethods, Category: "clients", Value: []string{"*"},
-				Usage:   "CORS: methods a preflight allows (vLLM's flag; \"*\" = all)",
-				Sources: cli.EnvVars("SWITCHYARD_ALLOWED_METHODS")},
-			&cli.StringSliceFlag{Name: "allowed-headers", Destination: &c.CORS.AllowedHeaders, Category: "clients", Value: []string{"*"},
-				Usage:   "CORS: request headers a preflight allows (vLLM's flag; \"*\" = whatever the browser asks)",
-				Sources: cli.EnvVars("SWITCHYARD_ALLOWED_HEADERS")},
-			&cli.BoolFlag{Name: "allow-credentials", Destination: &c.CORS.AllowCredentials, Category: "clients",
-				Usage:   "CORS: answer Access-Control-Allow-Credentials: true (vLLM's flag)",
-				Sources: cli.EnvVars("SWITCHYARD_ALLOW_CREDENTIALS")},
-			&cli.BoolFlag{Name: "enable-request-id-headers", Destination: &c.RequestIDHeaders, Category: "clients",
-				Usage:   "echo X-Request-Id on every HTTP answer: the client's, else a random one (vLLM's flag)",
-				Sources: cli.EnvVars("SWITCHYARD_ENABLE_REQUEST_ID_HEADERS")},
 			&cli.StringFlag{Name: "client-token", Destination: &c.ClientToken, Category: "clients",
 				Usage: "token a msgpack client must present on each connection ([AUTH 0x10, msgpack token]) before any request is served; " +
 					"required with --api-key when --client-address is not loopback",
@@ -164,6 +151,16 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "chat-template", Destination: &o.chatTemplate, Category: "text",
 				Usage:   "a Jinja chat template file used instead of the model directory's (vLLM's --chat-template)",
 				Sources: cli.EnvVars("SWITCHYARD_CHAT_TEMPLATE")},
+			&cli.BoolFlag{Name: "enable-auto-tool-choice", Destination: &c.EnableAutoToolChoice, Category: "text",
+				Usage:   "tool_choice \"auto\" (the default with tools) parses tool calls out of chat answers with --tool-call-parser (vLLM's flag; needs --tool-call-parser)",
+				Sources: cli.EnvVars("SWITCHYARD_ENABLE_AUTO_TOOL_CHOICE")},
+			&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Category: "text",
+				Usage: "the model family's tool-call format (vLLM's names): " + strings.Join(toolcall.Names(), ", ") +
+					"; also needed for a named or \"required\" tool_choice",
+				Sources: cli.EnvVars("SWITCHYARD_TOOL_CALL_PARSER")},
+			&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Category: "text",
+				Usage:   "split chat answers into message.reasoning and content (vLLM's names): " + strings.Join(reasoning.Names(), ", "),
+				Sources: cli.EnvVars("SWITCHYARD_REASONING_PARSER")},
 			&cli.BoolFlag{Name: "trust-request-chat-template", Destination: &o.trustChatTemplate, Category: "text",
 				Usage: "let requests bring their own chat template (chat_template, chat_template_kwargs.chat_template); without it such a request is a 400, as vLLM's flag of the same name. " +
 					"A template is code: only trust clients that may run code on this host",
@@ -326,7 +323,7 @@ func (o *serveOptions) complete(cfg *server.Config, log *slog.Logger) error {
 	if cfg.Text != nil {
 		cfg.Text.TrustRequestChatTemplate = o.trustChatTemplate
 	}
-	return nil
+	return cfg.Text.SetParsers(cfg.EnableAutoToolChoice, cfg.ToolCallParser, cfg.ReasoningParser)
 }
 
 // loadText sets cfg.Text from --tokenizer, or with the embedded default and

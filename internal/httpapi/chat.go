@@ -32,6 +32,12 @@ type ChatRequest struct {
 	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
 	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
 	ContinueFinalMessage bool            `json:"continue_final_message"`
+	// IncludeReasoning false drops the reasoning parser's part; ParallelToolCalls
+	// false keeps only the first tool call (vLLM's defaults: both true).
+	IncludeReasoning  *bool `json:"include_reasoning"`
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+
+	parse *chatParse // the tool and reasoning parsing; nil: none applies
 }
 
 // field returns a pointer to the field named key, or nil.
@@ -59,6 +65,10 @@ func (r *ChatRequest) field(key string) any {
 		return &r.AddGenerationPrompt
 	case "continue_final_message":
 		return &r.ContinueFinalMessage
+	case "include_reasoning":
+		return &r.IncludeReasoning
+	case "parallel_tool_calls":
+		return &r.ParallelToolCalls
 	case "prompt", "echo", "suffix", "best_of":
 		return nil // not chat fields: ignored as vLLM ignores unknown fields
 	}

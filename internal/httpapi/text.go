@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 	"github.com/switchyard-llm/switchyard/internal/textgen"
+	"github.com/switchyard-llm/switchyard/internal/toolcall"
 )
 
 // TextTokenizer is what serve needs of a tokenizer: encoding prompts, the text core's
@@ -74,6 +75,12 @@ type Text struct {
 	// does: token ids, no text, any model name. The embedded default sets it, so
 	// the token API behaves as before while text requests get text.
 	TokenCompat bool
+	// ToolParser is --tool-call-parser's parser (nil: none); with AutoToolChoice
+	// (--enable-auto-tool-choice) it reads tool_choice "auto" answers.
+	// ReasoningParser is --reasoning-parser's name ("": none). SetParsers sets them.
+	ToolParser      toolcall.Parser
+	AutoToolChoice  bool
+	ReasoningParser string
 }
 
 // textFor reports whether a completions request takes the text path.

@@ -210,7 +210,7 @@ func TestTextChat(t *testing.T) {
 	}
 	var got ChatResponse
 	json.Unmarshal(body, &got)
-	if len(got.Choices) != 2 || got.Choices[0].Message.Content != "Hi there." || got.Choices[1].Message.Role != "assistant" ||
+	if len(got.Choices) != 2 || *got.Choices[0].Message.Content != "Hi there." || got.Choices[1].Message.Role != "assistant" ||
 		got.Object != "chat.completion" || !strings.HasPrefix(got.ID, "chatcmpl-") {
 		t.Fatalf("got %s", body)
 	}

@@ -148,32 +148,39 @@ func errUntrustedTemplate() *APIError {
 // renderChat renders and tokenizes a conversation (add_special_tokens defaults to
 // false: the template writes the special tokens).
 func (a *API) renderChat(ctx context.Context, c *ChatRequest, addSpecial *bool) ([]int64, *APIError) {
+	ids, _, err := a.renderChatText(ctx, c, addSpecial)
+	return ids, err
+}
+
+// renderChatText is renderChat that also returns the rendered prompt (the
+// reasoning parsers read whether it already closed reasoning).
+func (a *API) renderChatText(ctx context.Context, c *ChatRequest, addSpecial *bool) ([]int64, string, *APIError) {
 	if !a.text.TrustRequestChatTemplate && c.requestTemplate() {
-		return nil, errUntrustedTemplate()
+		return nil, "", errUntrustedTemplate()
 	}
 	tmpl, apiErr := a.pickTemplate(c.ChatTemplate, !isNull(c.Tools))
 	if apiErr != nil {
-		return nil, apiErr
+		return nil, "", apiErr
 	}
 	in, err := c.chatInput(tmpl.ContentFormat())
 	if err != nil {
-		return nil, err.(*APIError)
+		return nil, "", err.(*APIError)
 	}
 	in.Now = a.now
 	in.SpecialTokens = a.text.SpecialTokens
 	rendered, err := tmpl.RenderContext(ctx, in)
 	if err != nil {
-		return nil, badRequest("messages", "chat template: %v", err)
+		return nil, "", badRequest("messages", "chat template: %v", err)
 	}
 	if c.ContinueFinalMessage {
 		if rendered, err = continueFinal(rendered, in.Messages); err != nil {
-			return nil, err.(*APIError)
+			return nil, "", err.(*APIError)
 		}
 	}
 	if e := a.checkTextLen("messages", rendered); e != nil {
-		return nil, e
+		return nil, "", e
 	}
-	return a.text.Tokenizer.Encode(rendered, addSpecial != nil && *addSpecial), nil
+	return a.text.Tokenizer.Encode(rendered, addSpecial != nil && *addSpecial), rendered, nil
 }
 
 // chatCompletions serves POST /v1/chat/completions.
@@ -214,10 +221,17 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err.(*APIError))
 		return
 	}
-	ids, apiErr := a.renderChat(r.Context(), chat, chat.AddSpecialTokens)
+	if apiErr := a.planParsing(chat); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	ids, rendered, apiErr := a.renderChatText(r.Context(), chat, chat.AddSpecialTokens)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
+	}
+	if p := chat.parse; p != nil && p.reasoner != nil {
+		p.promptEnds = p.reasoner.PromptEndsReasoning(rendered)
 	}
 	if n := a.maxModelLen(); defaultMax && n > int64(len(ids)) {
 		room := n - int64(len(ids))
@@ -239,10 +253,6 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if chat.RequestID != "" {
 		t.BaseID = chat.RequestID + "-" + t.BaseID[len("chatcmpl-"):]
-	}
-	if t.ID, apiErr = headerRequestID(r, "chatcmpl-"); apiErr != nil {
-		writeError(w, apiErr)
-		return
 	}
 	if t.Rank, apiErr = rankHeader(r); apiErr != nil {
 		writeError(w, apiErr)

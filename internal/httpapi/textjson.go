@@ -12,7 +12,7 @@ import (
 
 // fastChunks reports whether the run's content chunks can be written by hand.
 func (run *textRun) fastChunks() bool {
-	return run.req.Logprobs == nil && !run.choiceIDs && !run.continuous
+	return run.req.Logprobs == nil && !run.choiceIDs && !run.continuous && (run.chat == nil || run.chat.parse == nil)
 }
 
 // chunkPrefix is every chunk's opening up to the choice index.

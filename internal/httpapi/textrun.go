@@ -30,6 +30,8 @@ type textChoice struct {
 	lp       *textgen.CompletionLogprobs
 	chatLP   []textgen.ChatLogprobContent
 	sentRole bool
+	// parsing is the tool and reasoning parsers' state of a streamed chat choice.
+	parsing *choiceStream
 	// promptLP collects prompt_logprobs (the first position null) when asked for;
 	// lpEchoed: the echoed prompt's tokens are in lp.
 	promptLP []textgen.PromptEntry
@@ -97,6 +99,24 @@ type delta struct {
 	chatLP   []textgen.ChatLogprobContent
 	abort    bool // a stop string ended the choice: abort its engine request
 	finished bool
+	// parsed is the delta the chat parsers made of text, with its finish_reason.
+	parsed       *ChatDelta
+	parsedFinish *string
+}
+
+// parse runs a streamed chat delta of choice i through the request's parsers;
+// false: the parsers hold it back (nothing to send).
+func (run *textRun) parse(i int, d *delta) bool {
+	if run.chat == nil || run.chat.parse == nil {
+		return true
+	}
+	ch := &run.choices[i]
+	if ch.parsing == nil {
+		ch.parsing = run.chat.parse.newStream()
+	}
+	out, finish, send := run.chat.parse.feed(ch.parsing, *d)
+	d.parsed, d.parsedFinish = &out, finish
+	return send
 }
 
 // add folds one output of choice i. A choice already ended (by a stop string)
@@ -232,6 +252,7 @@ func (a *API) serveText(ctx context.Context, w http.ResponseWriter, r *http.Requ
 				return
 			}
 			d = run.fail(ev.choice, reason)
+			run.parse(ev.choice, &d)
 			if !send(run.chunk(ev.choice, d)) || !send(apiErr.body()) {
 				return
 			}
@@ -250,7 +271,7 @@ func (a *API) serveText(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		if d.abort {
 			streams[ev.choice].Close() // the stop string ended it; the engine must stop too
 		}
-		if run.req.Stream {
+		if run.req.Stream && run.parse(ev.choice, &d) {
 			if fast {
 				buf = append(run.appendChunk(append(buf[:0], "data: "...), prefix, ev.choice, d), "\n\n"...)
 				if !write(buf) {

@@ -32,12 +32,14 @@ type TextCompletionResponse struct {
 	Usage   *Usage       `json:"usage,omitempty"`
 }
 
-// ChatMessage is a chat choice's message.
+// ChatMessage is a chat choice's message. Content is null when a tool parser
+// found only calls; Reasoning is the reasoning parser's part (vLLM's current
+// field name; it no longer writes reasoning_content).
 type ChatMessage struct {
-	Role             string  `json:"role"`
-	Content          string  `json:"content"`
-	ReasoningContent *string `json:"reasoning_content"`
-	ToolCalls        []any   `json:"tool_calls"`
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Reasoning *string    `json:"reasoning"`
+	ToolCalls []ToolCall `json:"tool_calls"`
 }
 
 // ChatChoice is one non-streaming chat choice.
@@ -62,10 +64,13 @@ type ChatResponse struct {
 	PromptLogprobs []textgen.PromptEntry `json:"prompt_logprobs,omitempty"`
 }
 
-// ChatDelta is a streamed message delta.
+// ChatDelta is a streamed message delta; fields the parsers leave unset are
+// left out, as vLLM writes deltas.
 type ChatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	Reasoning *string         `json:"reasoning,omitempty"`
+	ToolCalls []DeltaToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatStreamChoice is one choice of a chat chunk.
@@ -123,6 +128,9 @@ func (run *textRun) chunk(i int, d delta) any {
 func (run *textRun) chatChunk(i int, d delta, role bool) *ChatChunk {
 	content := d.text
 	c := ChatStreamChoice{Index: i, Delta: ChatDelta{Content: &content}, FinishReason: d.finish, StopReason: d.stop}
+	if d.parsed != nil {
+		c.Delta, c.FinishReason = *d.parsed, d.parsedFinish
+	}
 	if d.finished && d.stop == nil {
 		c.StopReason = json.RawMessage("null") // vLLM sets it on the last chunk, null or not
 	}
@@ -164,8 +172,12 @@ func (run *textRun) response() any {
 			Choices: make([]ChatChoice, len(run.choices))}
 		for i := range run.choices {
 			ch := &run.choices[i]
-			c := ChatChoice{Index: i, Message: ChatMessage{Role: "assistant", Content: ch.det.Text(), ToolCalls: []any{}},
+			text := ch.det.Text()
+			c := ChatChoice{Index: i, Message: ChatMessage{Role: "assistant", Content: &text, ToolCalls: []ToolCall{}},
 				FinishReason: ch.finish, StopReason: ch.stop}
+			if run.chat.parse != nil {
+				c.Message, c.FinishReason = run.chat.parse.message(text, ch.finish)
+			}
 			if run.req.Logprobs != nil {
 				c.Logprobs = &textgen.ChatLogprobs{Content: ch.chatLP}
 				if c.Logprobs.Content == nil {

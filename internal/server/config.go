@@ -130,13 +130,6 @@ type Config struct {
 	// non-loopback network requires AdminToken).
 	AdminToken    string
 	AdminNetworks []string
-	// CORS is what the HTTP API answers browsers (vLLM's --allowed-origins,
-	// --allowed-methods, --allowed-headers, --allow-credentials); the zero
-	// value is vLLM's default, "*" for each list.
-	CORS httpapi.CORS
-	// RequestIDHeaders echoes X-Request-Id on every HTTP answer (vLLM's
-	// --enable-request-id-headers).
-	RequestIDHeaders bool
 
 	// ServedModelName is the model_name label of the vllm:* series (vLLM's
 	// --served-model-name); empty = DefaultServedModelName.
@@ -145,6 +138,12 @@ type Config struct {
 	// Text is the model's tokenizer and chat template (serve --tokenizer); nil =
 	// token ids only. Its Name is the served model name.
 	Text *httpapi.Text
+	// EnableAutoToolChoice, ToolCallParser and ReasoningParser are vLLM's
+	// --enable-auto-tool-choice, --tool-call-parser and --reasoning-parser:
+	// chat answers get tool_calls and reasoning (httpapi.Text.SetParsers).
+	EnableAutoToolChoice bool
+	ToolCallParser       string
+	ReasoningParser      string
 
 	// EOSTokenIDs are the model's EOS ids, the first one primary (sent as
 	// _eos_token_id), the others the generation config's further EOS ids (added to
