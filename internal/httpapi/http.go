@@ -54,6 +54,9 @@ type API struct {
 	tracer         trace.Tracer          // nil = no tracing
 	text           *Text                 // nil = token ids only (no --tokenizer)
 	servedName     string                // /v1/models' id without a tokenizer
+	cors           CORS
+	// requestIDHeaders echoes X-Request-Id on every answer (requestid.go).
+	requestIDHeaders bool
 }
 
 // APIConfig configures NewAPI.
@@ -106,6 +109,11 @@ type APIConfig struct {
 	// are refused or cut short because switchyard is shutting down.
 	ShutdownReason func() error
 	Now            func() time.Time
+	// CORS is answered on every path (cors.go); the zero value is vLLM's default.
+	CORS CORS
+	// RequestIDHeaders sets X-Request-Id on every answer: the client's, else a
+	// random one (vLLM's --enable-request-id-headers).
+	RequestIDHeaders bool
 }
 
 // NewAPI builds the handlers.
@@ -127,6 +135,8 @@ func NewAPI(cfg APIConfig) *API {
 	a.contextLen = cfg.ContextLen
 	a.text = cfg.Text
 	a.servedName = cfg.ServedModelName
+	a.cors = cfg.CORS
+	a.requestIDHeaders = cfg.RequestIDHeaders
 	a.logRequests = cfg.LogRequests
 	a.stats = cfg.Stats
 	if cfg.TracerProvider != nil {
@@ -163,6 +173,7 @@ var routes = map[string]string{
 	"/detokenize":          http.MethodPost,
 	"/v1/engines":          http.MethodGet,
 	"/health":              http.MethodGet,
+	"/ping":                pingRoute,
 	"/version":             http.MethodGet,
 	"/metrics":             http.MethodGet,
 }
@@ -178,6 +189,8 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("POST /detokenize", a.metrics.wrap("detokenize", http.HandlerFunc(a.detokenize)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
+	mux.Handle("GET /ping", a.metrics.wrap("ping", http.HandlerFunc(a.ping)))
+	mux.Handle("POST /ping", a.metrics.wrap("ping", http.HandlerFunc(a.ping)))
 	mux.Handle("GET /version", a.metrics.wrap("version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, version.Get())
 	})))
@@ -198,6 +211,10 @@ func (a *API) Handler() http.Handler {
 	var h http.Handler = mux
 	if a.auth != nil {
 		h = a.auth.wrap(mux)
+	}
+	h = newCORS(a.cors, h) // outside the key check: a browser's preflight carries no key
+	if a.requestIDHeaders {
+		h = echoRequestID(h)
 	}
 	if a.logRequests {
 		h = accessLog(a.log, h)
@@ -221,8 +238,12 @@ func writeError(w http.ResponseWriter, e *APIError) {
 }
 
 // health is 200 when at least one engine is ready, else 503; a broken lockstep
-// group is a 503 naming the dead rank whatever else is connected.
+// group is a 503 naming the dead rank whatever else is connected, and so is a
+// switchyard shutting down.
 func (a *API) health(w http.ResponseWriter, _ *http.Request) {
+	if a.shuttingDown(w) {
+		return
+	}
 	if g, ok := a.d.Group(); ok && g.Broken {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "ready_engines": 0,
 			"reason": g.Cause, "group_broken": true, "dead_rank": g.DeadRank})
@@ -314,6 +335,10 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 		// vLLM lets the client choose the visible id; the engine ids stay ours, so
 		// two clients choosing the same id cannot collide at an engine.
 		t.BaseID = req.RequestID + "-" + t.BaseID[len("cmpl-"):]
+	}
+	var apiErr *APIError
+	if t.ID, apiErr = headerRequestID(r, "cmpl-"); apiErr != nil {
+		return nil, nil, t, apiErr
 	}
 	t.Model = a.model
 	t.Text = text
@@ -412,7 +437,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionRequest, prompts [][]int64, t Translate, chat *ChatRequest) {
 	// The span's parent is the client's traceparent; its context goes to the
 	// engines in trace_headers (tracing.go).
-	traceCtx, span := apicore.StartRequestSpan(a.tracer, r, t.BaseID)
+	traceCtx, span := apicore.StartRequestSpan(a.tracer, r, t.visibleID())
 	var c *completion
 	if span != nil {
 		defer func() {
@@ -497,9 +522,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
 		span.Dispatched(streams[0].Rank())
 	}
-	c = newCompletion(t.BaseID, a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
+	c = newCompletion(t.visibleID(), a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {
-		ai.id = t.BaseID
+		ai.id = t.visibleID()
 		if len(streams) > 0 {
 			ai.rank = streams[0].Rank()
 		}
@@ -507,7 +532,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 	}
 	events := newFanIn(ctx, streams)
 	if t.Text {
-		run := newTextRun(a.text, req, chat, t.BaseID, a.responseModel(req.Model), c.created, prompts)
+		run := newTextRun(a.text, req, chat, t.visibleID(), a.responseModel(req.Model), c.created, prompts)
 		a.serveText(ctx, w, r, run, streams, events, span)
 		run.into(c)
 		return

@@ -288,6 +288,9 @@ type Translate struct {
 	// BaseID is the user-visible completion id ("cmpl-<random>"); engine request i is
 	// BaseID-i, unique among live requests because BaseID is random.
 	BaseID string
+	// ID, when set, is the user-visible id instead of BaseID (X-Request-Id,
+	// requestid.go); the engine ids stay BaseID-i.
+	ID string
 	// Model is what serve knows of the model: the EOS ids (serve --eos-token-id;
 	// none means the engines stop on max_tokens and stop_token_ids only).
 	Model apicore.ModelRules
@@ -405,4 +408,12 @@ func (r *CompletionRequest) samplingParams(m apicore.ModelRules) wire.SamplingPa
 	sp.Detokenize = false
 	m.SetEOS(&sp)
 	return sp
+}
+
+// visibleID is the answer's id: ID, else BaseID.
+func (t *Translate) visibleID() string {
+	if t.ID != "" {
+		return t.ID
+	}
+	return t.BaseID
 }

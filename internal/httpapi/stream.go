@@ -14,7 +14,7 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// writeCompletion writes the non-streaming answer: by hand (completionjson.go), or
+// writeCompletion writes the non-streaming answer: by hand (openaijson), or
 // through encoding/json when a value needs it.
 func writeCompletion(w http.ResponseWriter, c *completion) {
 	bp := answerBufs.Get().(*[]byte)

@@ -254,6 +254,10 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if chat.RequestID != "" {
 		t.BaseID = chat.RequestID + "-" + t.BaseID[len("chatcmpl-"):]
 	}
+	if t.ID, apiErr = headerRequestID(r, "chatcmpl-"); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	if t.Rank, apiErr = rankHeader(r); apiErr != nil {
 		writeError(w, apiErr)
 		return

@@ -130,6 +130,13 @@ type Config struct {
 	// non-loopback network requires AdminToken).
 	AdminToken    string
 	AdminNetworks []string
+	// CORS is what the HTTP API answers browsers (vLLM's --allowed-origins,
+	// --allowed-methods, --allowed-headers, --allow-credentials); the zero
+	// value is vLLM's default, "*" for each list.
+	CORS httpapi.CORS
+	// RequestIDHeaders echoes X-Request-Id on every HTTP answer (vLLM's
+	// --enable-request-id-headers).
+	RequestIDHeaders bool
 
 	// ServedModelName is the model_name label of the vllm:* series (vLLM's
 	// --served-model-name); empty = DefaultServedModelName.

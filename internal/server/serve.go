@@ -383,6 +383,7 @@ func (s *Server) startHTTP(reason func() error, stats *statsLog, tracerProvider 
 		ContextLen:  s.events.contexts.largest,
 		LogRequests: !cfg.DisableLogRequests, Stats: stats, TracerProvider: tracerProvider,
 		Text: cfg.Text, ServedModelName: cfg.ModelName(),
+		CORS: cfg.CORS, RequestIDHeaders: cfg.RequestIDHeaders,
 	})
 	clientConns := 0
 	if cfg.ClientAddress != "" {
