@@ -387,7 +387,9 @@ func (a *API) submitError(err error) *APIError {
 	case errors.As(err, &long):
 		return badRequest("prompt", "%s", long.Error())
 	case errors.As(err, &bad):
-		return InvalidRankError(bad.Rank, bad.ConnectedRanks)
+		e := InvalidRankError(bad.Rank, bad.ConnectedRanks)
+		e.Message = bad.Error() // with why the rank's engine was refused, if it was
+		return e
 	case errors.As(err, &dup):
 		return &APIError{Status: http.StatusBadRequest, Type: apicore.TypeDuplicateRequestID, Param: "request_id", Message: err.Error()}
 	case errors.Is(err, dispatcher.ErrDraining), errors.Is(err, dispatcher.ErrClosed):

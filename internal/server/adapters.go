@@ -73,6 +73,13 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 	}
 }
 
+// EngineRefused tells the dispatcher why rank's engine was refused before it
+// came up, so a request pinned to that rank is told the reason, not only that
+// the rank is not connected.
+func (h *engineEvents) EngineRefused(rank int, err error) { h.d.EngineRefused(rank, err) }
+
+var _ frontend.RefusalHandler = (*engineEvents)(nil)
+
 func (h *engineEvents) EngineDown(rank int, err error) {
 	if h.closing.Load() {
 		return
