@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -376,4 +377,86 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// TestToolsAgentLoopOpenAISDK is an agent loop through the official openai
+// SDK against Qwen3's real tokenizer and chat template with --tool-call-parser
+// hermes: the model calls get_weather (whole and streamed), the SDK sends the
+// assistant's call and the tool's result back, rendered by the template, and
+// the model answers. The script answers the second request by the tool result's
+// word, which only that prompt holds (its rule comes first).
+func TestToolsAgentLoopOpenAISDK(t *testing.T) {
+	node, module := openaiModule(t)
+	dir := modelDir(t, "qwen3")
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := toolScenarios[0] // hermes
+	final := toolScenario{name: "final answer", trigger: "zqxsunny", answer: "It is sunny in Paris, 21 degrees."}
+	result := "Weather: zqxsunny, 21 degrees."
+	if !containsIDs(tok.Encode(result, false), tok.Encode(" zqxsunny", false)) {
+		t.Fatalf("the tool result's trigger is not in its tokens")
+	}
+	finalRule := mockengine.ScriptRule{Trigger: tok.Encode(" zqxsunny", false), Tokens: tok.Encode(final.answer, false), Finish: "stop"}
+	script := mockengine.Script{Rules: []mockengine.ScriptRule{finalRule, scenarioRule(t, tok, call)}}
+	b, err := json.Marshal(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agent-script.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--tokenizer", dir, "--mock-engines", "1", "--mock-engine-script", path, "--tokens-per-step", "3",
+		"--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+	cmd := testwait.Command(t, time.Minute, node, "testdata/openai_sdk_tools.cjs")
+	cmd.Env = append(os.Environ(), "OPENAI_MODULE="+module, "BASE_URL=http://"+s.http, "TOOLS="+weatherTool,
+		"QUESTION="+call.message(), "TOOL_RESULT="+result)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("openai SDK: %v\n%s\n%s", err, out, stderr)
+	}
+	type sdkCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct{ Name, Arguments string }
+	}
+	var got struct {
+		First struct {
+			Content   *string
+			ToolCalls []sdkCall
+			Finish    string
+		}
+		Streamed struct {
+			Calls []struct {
+				ID, Name, Arguments string
+			}
+			Finish string
+		}
+		Final struct {
+			Content   *string
+			ToolCalls []sdkCall
+			Finish    string
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	f, st, fin := got.First, got.Streamed, got.Final
+	if f.Finish != "tool_calls" || f.Content != nil || len(f.ToolCalls) != 1 || f.ToolCalls[0].Function.Name != "get_weather" ||
+		f.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || f.ToolCalls[0].Type != "function" {
+		t.Fatalf("first turn: %s", out)
+	}
+	if st.Finish != "tool_calls" || len(st.Calls) != 1 || st.Calls[0].Name != "get_weather" || st.Calls[0].Arguments != `{"city": "Paris"}` ||
+		!strings.HasPrefix(st.Calls[0].ID, "chatcmpl-tool-") {
+		t.Fatalf("streamed turn: %s", out)
+	}
+	if fin.Finish != "stop" || fin.Content == nil || *fin.Content != final.answer || len(fin.ToolCalls) != 0 {
+		t.Fatalf("final turn: %s", out)
+	}
 }
