@@ -238,8 +238,10 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry", &c.Bootstrap), pdFlags(&c.PD)...), append(o.cluster.flags(), kvFlags(&c.KV)...)...)...),
-		Action: func(ctx context.Context, cmd *cli.Command) error { return runServe(ctx, cmd, o) },
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry", &c.Bootstrap), pdFlags(&c.PD)...), append(append(o.cluster.flags(), kvFlags(&c.KV)...), o.vllm.flags()...)...)...),
+		Action:       func(ctx context.Context, cmd *cli.Command) error { return runServe(ctx, cmd, o) },
+		ArgsUsage:    "[MODEL]",
+		OnUsageError: unknownFlag,
 	}
 }
 
@@ -257,11 +259,15 @@ type serveOptions struct {
 	eosFlag                      *cli.StringFlag
 	vocabFlag                    *cli.Int64Flag
 	cluster                      clusterOptions
+	vllm                         vllmArgs // MODEL, --host, --port (vllmargs.go)
 }
 
 func runServe(ctx context.Context, cmd *cli.Command, o *serveOptions) error {
 	log := newLogger(cmd, os.Stderr)
 	cfg := o.cfg
+	if err := o.vllm.apply(cmd, o, &cfg); err != nil {
+		return err
+	}
 	if err := o.complete(&cfg, log); err != nil {
 		return err
 	}
