@@ -7,12 +7,11 @@
 // It owns request validation and the bodies' field tables (decoded by
 // internal/openaijson, which bounds what a body may cost as it is read),
 // admission (API keys, admin guard, the concurrent-choices slots, busy
-// engines), the answers (JSON and SSE), the access log, and the HTTP server
-// with its connection guards (Server). The composition root builds the handler
-// with NewAPI(APIConfig) — the dispatcher, how to list engines, the model
-// rules, limits and an optional PromptCounter for the stats line — and serves
-// it with Listen(ListenConfig, handler) then Server.Serve; Shutdown and Close
-// end it.
+// engines), the answers (JSON and SSE) and the access log. The composition root
+// builds the handler with NewAPI(APIConfig) — the dispatcher, how to list
+// engines, the model rules, limits and an optional PromptCounter for the stats
+// line — and serves it with internal/httpserve, the HTTP server with its
+// connection guards.
 //
 // Concurrency: API's fields are set once by NewAPI; its handlers run on
 // net/http's goroutines and share only what is safe for concurrent use (the

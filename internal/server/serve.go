@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
 	"github.com/switchyard-llm/switchyard/internal/httpapi"
+	"github.com/switchyard-llm/switchyard/internal/httpserve"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
 	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 )
@@ -42,7 +43,7 @@ type Server struct {
 	fe      *frontend.Frontend
 	boot    *bootstrap.Server
 	clients *clientapi.ClientServer
-	http    *httpapi.Server
+	http    *httpserve.Server
 
 	events *engineEvents
 	sender *frontendSender // the dispatcher's, set to the frontend once it exists
@@ -389,7 +390,7 @@ func (s *Server) startHTTP(reason func() error, stats *statsLog, tracerProvider 
 	if cfg.ClientAddress != "" {
 		clientConns = cfg.ClientMaxConnections
 	}
-	srv, err := httpapi.Listen(httpapi.ListenConfig{
+	srv, err := httpserve.Listen(httpserve.ListenConfig{
 		Address: cfg.HTTPAddress, MaxConnections: cfg.MaxConnections, OtherConnections: clientConns,
 		WriteTimeout: cfg.HTTPWriteTimeout, HeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
 		Registerer: cfg.Registry, Logger: s.log,

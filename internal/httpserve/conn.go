@@ -1,4 +1,4 @@
-package httpapi
+package httpserve
 
 // The HTTP listener's edge: a cap on open connections that keeps room for real
 // requests, and JSON for the answers net/http writes on its own.
@@ -125,8 +125,7 @@ func (l *connLimiter) register(reg prometheus.Registerer) error {
 
 // refuseConn answers a connection over the cap without reading its request.
 func refuseConn(c net.Conn) {
-	body, _ := json.Marshal((&APIError{Status: http.StatusServiceUnavailable, Type: TypeServiceUnavailable,
-		Message: "too many open connections; retry later"}).body())
+	body := errorJSON(http.StatusServiceUnavailable, "ServiceUnavailableError", "too many open connections; retry later")
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 	_ = c.Close()
@@ -248,14 +247,29 @@ func rewriteStdlibError(b []byte) []byte {
 		return nil
 	}
 	msg := string(b[eol+len(stdlibErrorHeaders):])
-	typ := TypeBadRequest
+	typ := "BadRequestError"
 	if code >= 500 {
-		typ = TypeInternal
+		typ = "InternalServerError"
 		if code == http.StatusNotImplemented {
 			typ = "NotImplementedError"
 		}
 	}
-	body, _ := json.Marshal((&APIError{Status: code, Type: typ, Message: msg}).body())
+	body := errorJSON(code, typ, msg)
 	status := fmt.Sprintf("%d %s", code, http.StatusText(code))
 	return fmt.Appendf(nil, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", status, len(body), body)
+}
+
+// errorJSON is an error answer in OpenAI's shape, as the API's own errors are
+// (httpapi.ErrorBody): the connection layer answers before any handler runs.
+func errorJSON(code int, typ, msg string) []byte {
+	type detail struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}
+	b, _ := json.Marshal(struct {
+		Error detail `json:"error"`
+	}{detail{msg, typ, nil, code}})
+	return b
 }

@@ -1,8 +1,4 @@
-package httpapi
-
-// Small pieces of the HTTP limits that serve wires: the header bound, the fit of
-// --max-connections to the file limit, and the engines' context lengths the API
-// checks max_tokens against.
+package httpserve
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package httpapi
+package httpserve
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // ListenConfig configures Listen: the HTTP socket and the guards on its
-// connections (httpconn.go).
+// connections (conn.go).
 type ListenConfig struct {
 	Address string // HOST:PORT
 	// MaxConnections caps open HTTP connections (lowered to fit the open-file
