@@ -57,6 +57,9 @@ type chatParse struct {
 	promptEnds bool
 	// dropReasoning is include_reasoning false; firstOnly parallel_tool_calls false.
 	dropReasoning, firstOnly bool
+	// harmony: gpt-oss (--tool-call-parser openai), whose answers vLLM always
+	// reads as harmony: analysis is the reasoning, final the content.
+	harmony bool
 }
 
 // requestTools reads the request's tools as the parsers need them: name and
@@ -111,14 +114,15 @@ func (a *API) planParsing(c *ChatRequest) *APIError {
 	if mode == toolcall.ChoiceAuto && a.text.AutoToolChoice {
 		p.auto = a.text.ToolParser
 	}
-	if a.text.ReasoningParser != "" {
+	p.harmony = a.text.ToolParser != nil && a.text.ToolParser.Name() == "openai" && !p.forced
+	if a.text.ReasoningParser != "" && !p.harmony {
 		kw, _ := templateKwargs(c.ChatTemplateKwargs)
 		p.reasoner, _ = reasoning.Lookup(a.text.ReasoningParser, reasoning.Options{ChatTemplateKwargs: kw})
 	}
-	if p.auto == nil && !p.forced && p.reasoner == nil {
+	if p.auto == nil && !p.forced && p.reasoner == nil && !p.harmony {
 		return nil
 	}
-	if (p.auto != nil || p.forced) && keepsSpecialTokens(a.text.ToolParser) {
+	if p.harmony || (p.auto != nil || p.forced) && keepsSpecialTokens(a.text.ToolParser) {
 		// vLLM's adjust_request: the parser reads markers that are special tokens.
 		f := false
 		c.SkipSpecialTokens = &f
@@ -183,14 +187,16 @@ func (p *chatParse) message(text string, engine *string) (ChatMessage, *string) 
 	content := &text
 	if p.reasoner != nil {
 		m.Reasoning, content = p.reasoner.Split(text)
-		if p.dropReasoning {
-			m.Reasoning = nil
-		}
 	}
 	m.Content = content
 	var calls []toolcall.Call
 	toolsFinish := false
 	switch {
+	case p.harmony && p.auto != nil:
+		r := p.auto.Parse(text, p.tools, nil)
+		m.Reasoning, m.Content, calls, toolsFinish = r.Reasoning, r.Content, r.Calls, r.Called
+	case p.harmony:
+		m.Reasoning, m.Content = toolcall.HarmonySplit(text)
 	case p.forced:
 		calls, _ = toolcall.ParseForced(p.choice, content, nil)
 		empty := ""
@@ -199,6 +205,9 @@ func (p *chatParse) message(text string, engine *string) (ChatMessage, *string) 
 	case p.auto != nil:
 		calls, m.Content = toolcall.ParseContent(p.auto, content, p.tools, nil)
 		toolsFinish = len(calls) > 0
+	}
+	if p.dropReasoning {
+		m.Reasoning = nil
 	}
 	if p.firstOnly {
 		calls = toolcall.FirstCall(calls)
@@ -227,6 +236,10 @@ func (p *chatParse) newStream() *choiceStream {
 		tools = toolcall.NewForcedStream(p.choice, nil)
 	case p.auto != nil:
 		tools = p.auto.NewStream(p.tools, nil)
+	case p.harmony:
+		// vLLM streams gpt-oss through harmony whatever the tools.
+		op, _ := toolcall.Lookup("openai")
+		tools = op.NewStream(p.tools, nil)
 	}
 	var r toolcall.Reasoner
 	ends := true

@@ -11,7 +11,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/reasoning"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
+	"github.com/switchyard-llm/switchyard/internal/toolcall"
 )
 
 // The fake engine answers tokens 100, 101, ... (finish "length" at max_tokens);
@@ -296,4 +298,101 @@ func TestSetParsersRefusesUnknown(t *testing.T) {
 	if err := none.SetParsers(true, "llama3_json", "deepseek_r1"); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestChatHarmony: with --tool-call-parser openai (gpt-oss) the analysis channel
+// is the reasoning and a commentary call to functions.NAME a tool call, whole
+// and streamed; without tools the answer is still read as harmony.
+func TestChatHarmony(t *testing.T) {
+	pieces := map[int64]string{100: "<|channel|>", 101: "analysis", 102: "<|message|>", 103: "Need weather.", 104: "<|end|>",
+		105: "<|start|>", 106: "assistant", 107: "<|channel|>", 108: "commentary to=functions.get_weather", 109: " <|constrain|>", 110: "json",
+		111: "<|message|>", 112: `{"city": "Paris"}`, 113: "<|call|>"}
+	_, ts := newParsingAPI(t, pieces, true, "openai", "")
+	code, body := postPath(t, ts, "/v1/chat/completions", chatBody("14", toolsField))
+	var a parsedAnswer
+	if json.Unmarshal(body, &a); code != 200 || a.Choices[0].Message.Reasoning == nil || *a.Choices[0].Message.Reasoning != "Need weather." ||
+		len(a.Choices[0].Message.ToolCalls) != 1 || a.Choices[0].Message.ToolCalls[0].Function.Name != "get_weather" || a.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("%d %s", code, body)
+	}
+	_, body = postPath(t, ts, "/v1/chat/completions", chatBody("14", toolsField, `"stream": true`))
+	if f := foldStream(t, body); f.reasoning != "Need weather." || f.names[0] != "get_weather" || f.args[0] != `{"city": "Paris"}` || f.finish != "tool_calls" {
+		t.Fatalf("stream %+v\n%s", f, body)
+	}
+	final := map[int64]string{100: "<|channel|>", 101: "analysis", 102: "<|message|>", 103: "Hmm.", 104: "<|end|>", 105: "<|start|>",
+		106: "assistant", 107: "<|channel|>", 108: "final", 109: "<|message|>", 110: "Hi!"}
+	_, ts = newParsingAPI(t, final, false, "openai", "")
+	_, body = postPath(t, ts, "/v1/chat/completions", chatBody("11"))
+	if json.Unmarshal(body, &a); *a.Choices[0].Message.Reasoning != "Hmm." || *a.Choices[0].Message.Content != "Hi!" {
+		t.Fatalf("no tools: %s", body)
+	}
+}
+
+// benchTokens cuts an answer into token-sized pieces, markers whole.
+func benchTokens(text string) []string {
+	var out []string
+	for len(text) > 0 {
+		n := min(4, len(text))
+		for _, m := range []string{"<think>", "</think>", "<tool_call>", "</tool_call>"} {
+			if strings.HasPrefix(text, m) {
+				n = len(m)
+			} else if i := strings.Index(text[:n], m[:1]); i > 0 {
+				n = i
+			}
+		}
+		out = append(out, text[:n])
+		text = text[n:]
+	}
+	return out
+}
+
+// benchParse is the serving layer's per-token cost of the parsers: one choice
+// streamed token by token through chatParse.feed, the delta built as sent.
+func benchParse(b *testing.B, p *chatParse, text string) {
+	toks := benchTokens(text)
+	b.ReportAllocs()
+	for b.Loop() {
+		st := p.newStream()
+		for _, tok := range toks {
+			p.feed(st, delta{text: tok, ids: []int64{1}})
+		}
+		fr := "stop"
+		p.feed(st, delta{ids: []int64{2}, finish: &fr, finished: true})
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(len(toks)+1)), "ns/token")
+}
+
+var benchAnswer = `Let me look.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "note": "` +
+	strings.Repeat("lorem ipsum dolor sit amet ", 40) + `"}}</tool_call>`
+
+func BenchmarkChatParseHermes(b *testing.B) {
+	hermes, _ := toolcall.Lookup("hermes")
+	benchParse(b, &chatParse{auto: hermes, tools: requestTools(json.RawMessage(`[` + toolsField[len(`"tools": [`):]))}, benchAnswer)
+}
+
+func BenchmarkChatParseQwen3ReasoningHermes(b *testing.B) {
+	hermes, _ := toolcall.Lookup("hermes")
+	r, _ := reasoning.Lookup("qwen3", reasoning.Options{})
+	p := &chatParse{auto: hermes, reasoner: r, tools: requestTools(json.RawMessage(`[` + toolsField[len(`"tools": [`):]))}
+	benchParse(b, p, "<think>"+strings.Repeat("The user wants the weather. ", 20)+"</think>\n\n"+benchAnswer)
+}
+
+func BenchmarkChatParseQwen3Reasoning(b *testing.B) {
+	r, _ := reasoning.Lookup("qwen3", reasoning.Options{})
+	benchParse(b, &chatParse{reasoner: r}, "<think>"+strings.Repeat("The user wants a greeting. ", 20)+"</think>\n\n"+strings.Repeat("Hello there! ", 40))
+}
+
+// BenchmarkHermesStreamBare is the parser alone on benchAnswer's tokens: the
+// floor BenchmarkChatParseHermes adds the serving layer's delta building to.
+func BenchmarkHermesStreamBare(b *testing.B) {
+	hermes, _ := toolcall.Lookup("hermes")
+	toks := benchTokens(benchAnswer)
+	tools := requestTools(json.RawMessage(`[` + toolsField[len(`"tools": [`):]))
+	for b.Loop() {
+		st := hermes.NewStream(tools, nil)
+		for _, tok := range toks {
+			st.Feed(tok, 1)
+		}
+		st.Finish(st.Feed("", 1))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(len(toks)+1)), "ns/token")
 }
