@@ -385,7 +385,7 @@ func (a *API) submitError(err error) *APIError {
 	case errors.As(err, &inv):
 		return validationAPIError(inv)
 	case errors.As(err, &long):
-		return badRequest("prompt", "%s", long.Error())
+		return promptTooLong(long)
 	case errors.As(err, &bad):
 		e := InvalidRankError(bad.Rank, bad.ConnectedRanks)
 		e.Message = bad.Error() // with why the rank's engine was refused, if it was
