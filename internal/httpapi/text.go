@@ -61,6 +61,9 @@ type Text struct {
 	// vLLM does without --trust-request-chat-template: a request's template is
 	// code, and a short one can run for minutes and take gigabytes.
 	TrustRequestChatTemplate bool
+	// CleanUpTokenizationSpaces is tokenizer_config.json's flag: /detokenize
+	// applies it as transformers' decode does (detokenize.go).
+	CleanUpTokenizationSpaces bool
 	// SpecialTokens are the tokenizer config's special token strings a template
 	// reads (bos_token, eos_token, ...).
 	SpecialTokens map[string]string

@@ -473,5 +473,5 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prompt": a.text.Tokenizer.Decode(req.Tokens, false)})
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": a.text.detokenizeText(req.Tokens)})
 }

@@ -65,7 +65,8 @@ func LoadText(dir, chatTemplate, servedName string) (*Text, *model.Model, error)
 	}
 	t := &Text{Name: servedName, Root: dir, MaxModelLen: m.MaxModelLen, Tokenizer: tok,
 		SpecialTokens: m.SpecialTokens, DefaultSampling: m.GenerationDefaults,
-		Parse: func(src string) (ChatTemplate, error) { return chattemplate.Parse(src) }}
+		CleanUpTokenizationSpaces: cleanUpSpaces(m.TokenizerConfigJSON),
+		Parse:                     func(src string) (ChatTemplate, error) { return chattemplate.Parse(src) }}
 	if t.Name == "" {
 		t.Name = m.Name
 	}
