@@ -269,7 +269,9 @@ func (a *API) serveText(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			continue
 		}
 		if d.abort {
-			streams[ev.choice].Close() // the stop string ended it; the engine must stop too
+			// The stop string ended it: the engine must stop too, and the
+			// vllm:* series count a finish with reason stop, as vLLM's.
+			streams[ev.choice].Finished(wire.FinishStop)
 		}
 		if run.req.Stream && run.parse(ev.choice, &d) {
 			if fast {
