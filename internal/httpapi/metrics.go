@@ -15,6 +15,7 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	vllm     *vllmHTTPMetrics // vLLM's instrumentator series (vllmhttpmetrics.go)
 }
 
 func newHTTPMetrics(reg prometheus.Registerer, sl *slots) *httpMetrics {
@@ -36,6 +37,7 @@ func newHTTPMetrics(reg prometheus.Registerer, sl *slots) *httpMetrics {
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.inFlight)
 	}
+	m.vllm = newVLLMHTTPMetrics(reg)
 	if reg != nil && sl != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "switchyard_http_request_slots_in_use",
@@ -54,7 +56,9 @@ func (m *httpMetrics) wrap(handler string, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		defer func() {
 			m.inFlight.Dec()
-			obs.Observe(time.Since(start).Seconds())
+			took := time.Since(start)
+			obs.Observe(took.Seconds())
+			m.vllm.observe(r, sw.code, took)
 			m.requests.WithLabelValues(handler, strconv.Itoa(sw.code)).Inc()
 		}()
 		next.ServeHTTP(sw, r)
