@@ -21,7 +21,7 @@ func (d *Dispatcher) EngineUpWith(rank int, lim EngineLimits) {
 	set := d.engines.Load()
 	e := set.find(rank)
 	if e == nil {
-		e = &engine{rank: rank, m: d.m.forEngine(rank), vm: d.cfg.VLLM.Engine(rank, 0)}
+		e = &engine{rank: rank, m: d.m.forEngine(rank), vm: d.cfg.VLLM.Engine(rank, lim.NumGPUBlocks)}
 		e.lastHeard.Store(d.cfg.Now().UnixNano()) // the stall clock starts at READY
 		e.maxModelLen.Store(lim.MaxModelLen)
 		e.layout.Store(lim.Layout)

@@ -15,6 +15,9 @@ type EngineLimits struct {
 	// Layout is the engine's vLLM wire layout; its ADDs are encoded in it. Nil is
 	// the native (newest) layout.
 	Layout *wire.Layout
+	// NumGPUBlocks is the engine's KV-cache size in blocks from its registration
+	// (vllm:cache_config_info's num_gpu_blocks label); 0 = unknown.
+	NumGPUBlocks int64
 }
 
 // PromptTooLongError refuses a request whose prompt does not fit the engine's

@@ -46,6 +46,9 @@ func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
 
 func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 	lim := dispatcher.EngineLimits{Layout: info.Layout}
+	if info.Ready.NumGPUBlocks.Valid {
+		lim.NumGPUBlocks = info.Ready.NumGPUBlocks.Value
+	}
 	if info.Ready.MaxModelLen.Valid {
 		lim.MaxModelLen = info.Ready.MaxModelLen.Value
 		if lim.MaxModelLen <= 0 {

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/frontend"
+	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -28,5 +33,25 @@ func TestEngineRefusedReachesTheDispatcher(t *testing.T) {
 	var bad *dispatcher.InvalidDataParallelRank
 	if !errors.As(err, &bad) || bad.Reason != "max_model_len 0" {
 		t.Fatalf("pinned to the refused rank: %v", err)
+	}
+}
+
+// The engine's registered num_gpu_blocks labels vllm:cache_config_info, as vLLM's.
+func TestCacheConfigInfoFromRegistration(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	vm, err := vllmmetrics.New(reg, "m", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeCoreConfig(t, 0, dispatcher.Config{Policy: dispatcher.PolicyRoundRobin, VLLM: vm})
+	h := &engineEvents{d: f.D, log: slog.New(slog.DiscardHandler)}
+	h.EngineUp(0, frontend.EngineInfo{Rank: 0, Ready: wire.ReadyResponse{MaxModelLen: wire.SomeInt(4096), NumGPUBlocks: wire.SomeInt(1234)}})
+	want := `
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{engine="0",model_name="m",num_gpu_blocks="1234"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vllm:cache_config_info"); err != nil {
+		t.Error(err)
 	}
 }
