@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/bench/floor"
 	"io"
 	"net"
 	"net/http"
@@ -105,7 +106,7 @@ func startHTTPSide(ctx context.Context, kind string, cfg Config) (*httpSide, err
 		if err != nil {
 			return nil, err
 		}
-		f, err := StartHTTPFloor(ctx, cfg.layout(), HTTPFloorAddrs{HTTP: "127.0.0.1:0", Handshake: "tcp://127.0.0.1:0",
+		f, err := floor.StartHTTPFloor(ctx, cfg.layout(), floor.HTTPFloorAddrs{HTTP: "127.0.0.1:0", Handshake: "tcp://127.0.0.1:0",
 			Input: ep.next("input"), Output: ep.next("output")})
 		if err != nil {
 			ep.cleanup()

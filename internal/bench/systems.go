@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/bench/floor"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -48,7 +49,7 @@ func (e *endpoints) cleanup() {
 type relaySystem struct {
 	label string // the phase's name: "relay", or "relay-2" for an A/A run's second
 	lay   *wire.Layout
-	r     *Relay
+	r     *floor.Relay
 	ep    *endpoints
 }
 
@@ -63,7 +64,7 @@ func startNamedRelay(ctx context.Context, cfg Config, label string) (system, err
 	}
 	// The handshake is tcp, as vLLM engines are given --data-parallel-address/port;
 	// only the engine input/output (and client) sockets follow --transport.
-	r, err := StartRelay(ctx, transport.ZMQ, RelayAddrs{
+	r, err := floor.StartRelay(ctx, transport.ZMQ, floor.RelayAddrs{
 		Client: ep.next("client"), Handshake: "tcp://127.0.0.1:0",
 		Input: ep.next("input"), Output: ep.next("output"),
 	})

@@ -1,6 +1,13 @@
 package bench
 
-import "time"
+import (
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/bench/engine"
+)
+
+// EngineRecord is what a bench engine notes about one request it served.
+type EngineRecord = engine.Record
 
 // ClientRecord is what the client side notes about one request, in wall-clock
 // nanoseconds (time.Now().UnixNano()): one clock for this process and for child
@@ -11,15 +18,6 @@ type ClientRecord struct {
 	LastRecv  int64 // the final output reached the client; 0 if it did not finish
 	Tokens    int32 // output tokens received
 	Failed    bool  // the request ended in an error (counted, not timed)
-}
-
-// EngineRecord is what a bench engine notes about one request it served.
-type EngineRecord struct {
-	Seq       int64 // from the first prompt token
-	Rank      int32
-	Add       int64 // the ADD frame came out of the engine's socket
-	FirstSend int64 // just before the output batch holding the first output was sent
-	LastSend  int64 // just before the batch holding the final output was sent
 }
 
 // Timings are the joined figures of one phase. Not safe for concurrent use.

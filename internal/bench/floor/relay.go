@@ -1,9 +1,10 @@
-package bench
+package floor
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-llm/switchyard/internal/bench/engine"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,7 +170,7 @@ func acceptEngines(ctx context.Context, hs, in transport.Socket, n int, inAddr, 
 	}})
 	ready := map[string]bool{}
 	for len(ready) < n {
-		msg, err := recvCtx(ctx, hs)
+		msg, err := engine.RecvCtx(ctx, hs)
 		if err != nil {
 			return fmt.Errorf("handshake: %w", err)
 		}
@@ -190,7 +191,7 @@ func acceptEngines(ctx context.Context, hs, in transport.Socket, n int, inAddr, 
 		}
 	}
 	for seen := map[string]bool{}; len(seen) < n; {
-		msg, err := recvCtx(ctx, in)
+		msg, err := engine.RecvCtx(ctx, in)
 		if err != nil {
 			return fmt.Errorf("registration: %w", err)
 		}

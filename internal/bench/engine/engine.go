@@ -1,4 +1,4 @@
-package bench
+package engine
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 // difference between the two phases is the frontend. It does the real handshake
 // (HELLO, INIT, input registration, READY), so switchyard sees a protocol-exact engine.
 
-// promptMarker is the second prompt token of every bench request: an engine that sees
+// PromptMarker is the second prompt token of every bench request: an engine that sees
 // it knows the first token is the bench's sequence number.
-const promptMarker = 0x5357_4254 // "SWBT"
+const PromptMarker = 0x5357_4254 // "SWBT"
 
-// EngineConfig configures one bench engine.
-type EngineConfig struct {
+// Config configures one bench engine.
+type Config struct {
 	Rank          int
 	Handshake     string        // the frontend's (or relay's) handshake ROUTER
 	TokensPerStep int           // tokens per running request per step
@@ -60,9 +60,9 @@ type utilCall struct {
 	callID uint64
 }
 
-// RunEngine connects a bench engine to cfg.Handshake, serves requests until ctx ends,
+// Run connects a bench engine to cfg.Handshake, serves requests until ctx ends,
 // and returns what it noted about every request it finished.
-func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
+func Run(ctx context.Context, cfg Config) ([]Record, error) {
 	net := cfg.Network
 	if net == nil {
 		net = transport.ZMQ
@@ -77,7 +77,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 	if err := hs.Send(hello); err != nil {
 		return nil, fmt.Errorf("bench engine %d: HELLO: %w", cfg.Rank, err)
 	}
-	msg, err := recvCtx(ctx, hs)
+	msg, err := RecvCtx(ctx, hs)
 	if err != nil {
 		return nil, fmt.Errorf("bench engine %d: waiting for INIT: %w", cfg.Rank, err)
 	}
@@ -141,9 +141,9 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 	return recs, err
 }
 
-// recvCtx is Recv that gives up when ctx ends (by closing nothing: the caller closes
+// RecvCtx is Recv that gives up when ctx ends (by closing nothing: the caller closes
 // the socket on return, which ends the pending Recv).
-func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
+func RecvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
 	type res struct {
 		m   [][]byte
 		err error
@@ -173,7 +173,7 @@ func readInputs(in transport.Socket, lay *wire.Layout, events chan<- engineEvent
 		if err != nil {
 			return err
 		}
-		now := nowNS()
+		now := NowNS()
 		if len(msg) < 2 {
 			continue
 		}
@@ -188,7 +188,7 @@ func readInputs(in transport.Socket, lay *wire.Layout, events chan<- engineEvent
 				return fmt.Errorf("bench engine: ADD: %w", err)
 			}
 			r := &engineReq{id: req.RequestID, client: req.ClientIndex, seq: -1, max: 16, add: now}
-			if p := req.PromptTokenIDs; len(p) >= 2 && p[1] == promptMarker {
+			if p := req.PromptTokenIDs; len(p) >= 2 && p[1] == PromptMarker {
 				r.seq = p[0]
 			}
 			if req.Sampling != nil && req.Sampling.MaxTokens.Valid {
@@ -226,11 +226,11 @@ func readInputs(in transport.Socket, lay *wire.Layout, events chan<- engineEvent
 
 // stepper is the step loop's state; owned by stepLoop's goroutine.
 type stepper struct {
-	cfg     EngineConfig
+	cfg     Config
 	outs    []transport.Socket
 	running []*engineReq
 	byID    map[string]*engineReq
-	recs    []EngineRecord
+	recs    []Record
 	step    int64
 	batch   []wire.EngineCoreOutputs // one per client output
 	owners  [][]*engineReq           // owners[c][i] produced batch[c].Outputs[i]
@@ -238,7 +238,7 @@ type stepper struct {
 	buf     []byte
 }
 
-func stepLoop(ctx context.Context, cfg EngineConfig, outs []transport.Socket, events <-chan engineEvent) ([]EngineRecord, error) {
+func stepLoop(ctx context.Context, cfg Config, outs []transport.Socket, events <-chan engineEvent) ([]Record, error) {
 	st := &stepper{cfg: cfg, outs: outs, byID: map[string]*engineReq{},
 		batch: make([]wire.EngineCoreOutputs, len(outs)), owners: make([][]*engineReq, len(outs))}
 	var timer *time.Timer
@@ -404,7 +404,7 @@ func (st *stepper) runStep() error {
 			return fmt.Errorf("bench engine %d: encode outputs: %w", st.cfg.Rank, err)
 		}
 		st.buf = body
-		now := nowNS()
+		now := NowNS()
 		for _, r := range st.owners[c] {
 			if r.first == 0 {
 				r.first = now
@@ -417,7 +417,7 @@ func (st *stepper) runStep() error {
 	}
 	for _, r := range finished {
 		if r.seq >= 0 {
-			st.recs = append(st.recs, EngineRecord{Seq: r.seq, Rank: int32(st.cfg.Rank), Add: r.add, FirstSend: r.first, LastSend: r.last})
+			st.recs = append(st.recs, Record{Seq: r.seq, Rank: int32(st.cfg.Rank), Add: r.add, FirstSend: r.first, LastSend: r.last})
 		}
 		st.remove(r)
 	}
@@ -430,4 +430,13 @@ func (st *stepper) layout() *wire.Layout {
 		return st.cfg.Layout
 	}
 	return wire.Native()
+}
+
+// Record is what a bench engine notes about one request it served.
+type Record struct {
+	Seq       int64 // from the first prompt token
+	Rank      int32
+	Add       int64 // the ADD frame came out of the engine's socket
+	FirstSend int64 // just before the output batch holding the first output was sent
+	LastSend  int64 // just before the batch holding the final output was sent
 }
