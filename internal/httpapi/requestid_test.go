@@ -3,9 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // X-Request-Id names the request as vLLM names it ("cmpl-<X-Request-Id>") in the
@@ -46,4 +51,32 @@ func TestRequestIDHeaderOff(t *testing.T) {
 	if resp.Header.Get("X-Request-Id") != "" || !strings.Contains(string(body), `"cmpl-abc"`) {
 		t.Errorf("header %q body %s", resp.Header.Get("X-Request-Id"), body)
 	}
+}
+
+// A chat completion is named chatcmpl-<X-Request-Id>, ahead of a body's request_id.
+func TestRequestIDHeaderChat(t *testing.T) {
+	_, ts := newParityAPI(t, 1, APIConfig{Text: &Text{Name: "tiny", Root: "/models/tiny", MaxModelLen: 4096,
+		Tokenizer: &fakeTextTok{pieces: map[int64]string{100: "Hi"}}, Template: fakeTemplate{format: "string"}}})
+	resp, body := postHeaders(t, ts, "/v1/chat/completions",
+		`{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "request_id": "body-id"}`, "X-Request-Id", "chat-7")
+	var got struct{ ID string }
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != 200 || got.ID != "chatcmpl-chat-7" {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+func postHeaders(t *testing.T, ts *httptest.Server, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := testwait.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
 }
