@@ -84,6 +84,9 @@ func FuzzValidJSON(f *testing.F) {
 		if got := validJSON(s); got != (err == nil) {
 			t.Fatalf("validJSON(%q) = %v, decoder err %v", s, got, err)
 		}
+		if isCompleteJSON(s) != (err == nil) {
+			t.Fatalf("isCompleteJSON(%q) disagrees with the decoder (err %v)", s, err)
+		}
 	})
 }
 

@@ -1,6 +1,9 @@
 package toolcall
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // hermes is vLLM's Hermes2ProToolParser ("hermes"): Hermes 2 Pro and 3,
 // Qwen 2.5 and Qwen 3 write <tool_call>{"name": ..., "arguments": ...}</tool_call>.
@@ -188,11 +191,19 @@ func (s *hermesStream) argsDiff(i int, body string, complete bool) (string, bool
 			args = pyRStrip(args[:len(args)-1])
 		}
 	}
-	n := pyLen(s.streamed[i])
-	if pyLen(args) <= n {
-		return "", false
+	var diff string
+	if prev := s.streamed[i]; len(args) > len(prev) && strings.HasPrefix(args, prev) && (prev == "" || prev[len(prev)-1] < utf8.RuneSelf) {
+		// The usual step: the arguments grew behind an ASCII end, so the
+		// characters after the streamed ones are the bytes after them, with
+		// no counting of the whole text on every delta.
+		diff = args[len(prev):]
+	} else {
+		n := pyLen(prev)
+		if pyLen(args) <= n {
+			return "", false
+		}
+		diff = pyTail(args, n)
 	}
-	diff := pyTail(args, n)
 	s.streamed[i] = args
 	s.calls[i].args, s.calls[i].hasArgs = args, true
 	return diff, true

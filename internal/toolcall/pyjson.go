@@ -103,8 +103,16 @@ func pyRawDecode(s string, i int) (jval, int, error) {
 	return v, end, err
 }
 
-// isCompleteJSON is vLLM's is_complete_json.
-func isCompleteJSON(s string) bool { return validJSON(s) }
+// isCompleteJSON is vLLM's is_complete_json. An object or array can only be
+// complete when its last non-space byte closes it: the growing call of a
+// stream is refused without reading it all again on every delta.
+func isCompleteJSON(s string) bool {
+	t := strings.TrimRight(s, " \t\n\r")
+	if i := skipWS(t, 0); i < len(t) && (t[i] == '{' && t[len(t)-1] != '}' || t[i] == '[' && t[len(t)-1] != ']') {
+		return false
+	}
+	return validJSON(s)
+}
 
 func skipWS(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
