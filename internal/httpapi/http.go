@@ -523,6 +523,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
 		span.Dispatched(streams[0].Rank())
+		for range prompts { // vLLM records each prompt's parent request's n
+			a.d.ObserveParamsN(streams[0].Rank(), int(req.Choices()))
+		}
 	}
 	c = newCompletion(t.visibleID(), a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {

@@ -54,3 +54,39 @@ vllm:request_success_total{engine="0",finished_reason="stop",model_name="tiny"} 
 		t.Errorf("e2e latency series: %d, %v", n, err)
 	}
 }
+
+// vllm:request_params_n records the n a client asked for, once per prompt, not
+// the n=1 of each engine request the frontend fans it out into.
+func TestParamsNHistogram(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	vm, err := vllmmetrics.New(reg, "m", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeCoreConfig(t, 1, dispatcher.Config{Policy: dispatcher.PolicyRoundRobin, VLLM: vm})
+	api := NewAPI(APIConfig{Dispatcher: f.D, Engines: func() []EngineView { return MergeEngines(nil, f.D.Engines()) },
+		Model: apicore.ModelRules{EOSTokenIDs: []int64{2}, MaxLogprobs: apicore.DefaultMaxLogprobs}})
+	ts := httptest.NewServer(api.Handler())
+	t.Cleanup(ts.Close)
+	if resp, body := post(t, ts, `{"model": "m", "prompt": [1, 2], "max_tokens": 2, "n": 3, "temperature": 1}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if resp, body := post(t, ts, `{"model": "m", "prompt": [1, 2], "max_tokens": 2}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	want := `
+# HELP vllm:request_params_n Histogram of the n request parameter.
+# TYPE vllm:request_params_n histogram
+vllm:request_params_n_bucket{engine="0",model_name="m",le="1"} 1
+vllm:request_params_n_bucket{engine="0",model_name="m",le="2"} 1
+vllm:request_params_n_bucket{engine="0",model_name="m",le="5"} 2
+vllm:request_params_n_bucket{engine="0",model_name="m",le="10"} 2
+vllm:request_params_n_bucket{engine="0",model_name="m",le="20"} 2
+vllm:request_params_n_bucket{engine="0",model_name="m",le="+Inf"} 2
+vllm:request_params_n_sum{engine="0",model_name="m"} 4
+vllm:request_params_n_count{engine="0",model_name="m"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vllm:request_params_n"); err != nil {
+		t.Error(err)
+	}
+}

@@ -55,6 +55,7 @@ type Metrics struct {
 	ttft, itl, tpotReq                             *histVec
 	e2e, queue, prefill, decode, inference         *histVec
 	promptLen, genLen, maxTokens, maxGen           *histVec
+	paramsN                                        *histVec
 }
 
 // New registers the vllm:* series for model on reg. maxModelLen bounds the token-count
@@ -100,12 +101,13 @@ func New(reg prometheus.Registerer, model string, maxModelLen int64) (*Metrics, 
 		genLen:    h("request_generation_tokens", "Number of generation tokens processed.", tok),
 		maxTokens: h("request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok),
 		maxGen:    h("request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tok),
+		paramsN:   h("request_params_n", "Histogram of the n request parameter.", []float64{1, 2, 5, 10, 20}),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, m.gpuUsage, m.cacheInfo,
 			m.promptTokens, m.genTokens, m.preemptions, m.prefixQueries, m.prefixHits, m.success,
 			m.ttft, m.itl, m.tpotReq, m.e2e, m.queue, m.prefill, m.decode, m.inference,
-			m.promptLen, m.genLen, m.maxTokens, m.maxGen} {
+			m.promptLen, m.genLen, m.maxTokens, m.maxGen, m.paramsN} {
 			if err := reg.Register(col); err != nil {
 				return nil, err
 			}
@@ -124,6 +126,7 @@ type Engine struct {
 	ttft, itl, tpotReq                     *fasthist.Hist
 	e2e, queue, prefill, decode, inference *fasthist.Hist
 	promptLen, genLen, maxTokens, maxGen   *fasthist.Hist
+	paramsN                                *fasthist.Hist
 }
 
 // Engine returns rank's children; numGPUBlocks (0: unknown) labels cache_config_info.
@@ -144,6 +147,7 @@ func (m *Metrics) Engine(rank int, numGPUBlocks int64) *Engine {
 		decode: m.decode.with(m.model, r), inference: m.inference.with(m.model, r),
 		promptLen: m.promptLen.with(m.model, r), genLen: m.genLen.with(m.model, r),
 		maxTokens: m.maxTokens.with(m.model, r), maxGen: m.maxGen.with(m.model, r),
+		paramsN: m.paramsN.with(m.model, r),
 	}
 	for i, n := range finishNames {
 		e.success[i] = m.success.WithLabelValues(m.model, r, n)
@@ -274,5 +278,15 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 		if r.numGen > 1 {
 			e.tpotReq.Observe(decode / float64(r.numGen-1))
 		}
+	}
+}
+
+// ParamsN records the n of one request as its client sent it
+// (vllm:request_params_n). The frontend fans n out into n engine requests, so
+// only it knows n: it calls this once per prompt of a request, as vLLM records
+// a parent request's n once.
+func (e *Engine) ParamsN(n int) {
+	if e != nil && n > 0 {
+		e.paramsN.Observe(float64(n))
 	}
 }
