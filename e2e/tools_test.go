@@ -460,3 +460,22 @@ func TestToolsAgentLoopOpenAISDK(t *testing.T) {
 		t.Fatalf("final turn: %s", out)
 	}
 }
+
+// TestToolParserFlagsRefused: an unknown parser name, or auto tool choice
+// without a parser, stops serve at start, naming what it knows.
+func TestToolParserFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tool-call-parser", "nope"}, "hermes, llama3_json"},
+		{[]string{"--reasoning-parser", "nope"}, "deepseek_r1"},
+		{[]string{"--enable-auto-tool-choice"}, "--enable-auto-tool-choice requires --tool-call-parser"},
+	} {
+		args := append([]string{"serve", "--http-address", "127.0.0.1:0", "--client-address", "tcp://127.0.0.1:0"}, tc.args...)
+		out, err := testwait.Command(t, testwait.Deadline, binary, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: %v\n%s", tc.args, err, out)
+		}
+	}
+}
