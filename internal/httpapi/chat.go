@@ -38,6 +38,7 @@ type ChatRequest struct {
 	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 
 	parse *chatParse // the tool and reasoning parsing; nil: none applies
+	echo  bool       // the body's echo (chatecho.go)
 }
 
 // field returns a pointer to the field named key, or nil.
@@ -69,7 +70,7 @@ func (r *ChatRequest) field(key string) any {
 		return &r.IncludeReasoning
 	case "parallel_tool_calls":
 		return &r.ParallelToolCalls
-	case "prompt", "echo", "suffix", "best_of":
+	case "prompt", "suffix", "best_of":
 		return nil // not chat fields: ignored as vLLM ignores unknown fields
 	}
 	return r.CompletionRequest.field(key)
@@ -113,7 +114,8 @@ func (r *ChatRequest) validate() error {
 	if r.ContinueFinalMessage && r.AddGenerationPrompt != nil && *r.AddGenerationPrompt {
 		return badRequest("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
 	}
-	r.Echo = false
+	// Chat's echo is the last message's content (chatecho.go), not the prompt's.
+	r.echo, r.Echo = r.Echo, false
 	return r.validateText()
 }
 

@@ -64,13 +64,19 @@ func newTextRun(text *Text, req *CompletionRequest, chat *ChatRequest, id, model
 	run.continuous = req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
 	run.choiceIDs = req.ReturnTokenIDs || text.TokenCompat && chat == nil && req.textPrompts == nil
 	params := req.textParams()
+	var chatEcho string
+	if chat != nil {
+		chatEcho = chat.echoText()
+	}
 	for pi, p := range prompts {
 		run.usage.PromptTokens += len(p)
 		for j := range n {
 			ch := &run.choices[pi*n+j]
 			ch.prompt = p
 			ch.det = textgen.New(text.Tokenizer, p, params)
-			if req.Echo && chat == nil {
+			if chat != nil {
+				ch.echo = chatEcho
+			} else if req.Echo {
 				if pi < len(req.textPrompts) {
 					ch.echo = req.textPrompts[pi]
 				} else {
@@ -230,6 +236,11 @@ func (a *API) serveText(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			// vLLM's first chunk of each choice: the role, empty content.
 			for i := range run.choices {
 				if !send(run.chatChunk(i, delta{}, true)) {
+					return
+				}
+			}
+			for i := range run.choices { // then chat's echo, as vLLM's
+				if run.choices[i].echo != "" && !send(run.echoChunk(i)) {
 					return
 				}
 			}

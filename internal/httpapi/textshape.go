@@ -178,6 +178,7 @@ func (run *textRun) response() any {
 			if run.chat.parse != nil {
 				c.Message, c.FinishReason = run.chat.parse.message(text, ch.finish)
 			}
+			run.withEcho(i, &c.Message)
 			if run.req.Logprobs != nil {
 				c.Logprobs = &textgen.ChatLogprobs{Content: ch.chatLP}
 				if c.Logprobs.Content == nil {
