@@ -24,7 +24,9 @@ import (
 func TestAttackSlowSSEReaders(t *testing.T) {
 	const clients, n = 64, 8
 	// Room for the attack within one client's fair share of fan-outs (half).
-	tg := startTarget(t, "--http-write-timeout", "1s", "--max-concurrent-requests", strconv.Itoa(2*clients*n+64))
+	// 16 tokens a step: the streams fill the server's socket buffers within seconds
+	// even when a loaded machine slows the engines' steps.
+	tg := startTarget(t, "--http-write-timeout", "1s", "--tokens-per-step", "16", "--max-concurrent-requests", strconv.Itoa(2*clients*n+64))
 	dialer := net.Dialer{Timeout: testwait.Deadline, Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
 		if cerr := rc.Control(func(fd uintptr) {
@@ -57,7 +59,7 @@ func TestAttackSlowSSEReaders(t *testing.T) {
 		}
 		// Each stream is about 10 MB (8 choices of 8000 tokens), more than the
 		// kernel buffers (4 MB), so every one blocks.
-		eventually(t, 40*time.Second, "every never-read stream cut off and its slots free", func() bool {
+		eventually(t, 90*time.Second, "every never-read stream cut off and its slots free", func() bool {
 			return metricValue(t, tg.url("/metrics"), "switchyard_http_write_timeouts_total") >= clients &&
 				metricValue(t, tg.url("/metrics"), "switchyard_http_request_slots_in_use") <= 4
 		})
