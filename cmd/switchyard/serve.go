@@ -188,6 +188,9 @@ func serveCommand() *cli.Command {
 
 			o.vocabFlag,
 
+			&cli.Int64Flag{Name: "max-model-len", Destination: &c.MaxModelLen, Category: "requests",
+				Usage:   "cap every engine's registered context length (vLLM's flag, which the engines take themselves): prompt plus max_tokens must fit the smaller; 0 = the engines' own",
+				Sources: cli.EnvVars("SWITCHYARD_MAX_MODEL_LEN")},
 			&cli.Int64Flag{Name: "max-logprobs", Destination: &c.MaxLogprobs, Category: "requests", Value: def.MaxLogprobs,
 				Usage:   "cap on logprobs and prompt_logprobs per request (vLLM's --max-logprobs); -1 = no cap",
 				Sources: cli.EnvVars("SWITCHYARD_MAX_LOGPROBS")},

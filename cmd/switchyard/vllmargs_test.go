@@ -54,6 +54,7 @@ func TestServeVLLMCommandLine(t *testing.T) {
 		{[]string{"serve", "--tokenizer", "/a", "/b"}, `MODEL "/b" and --tokenizer "/a" name two models`},
 		{[]string{"serve", "/no/such/model-dir"}, "/no/such/model-dir"},
 		{[]string{"serve", "--http-address", "127.0.0.1:9000", "--port", "9001"}, "disagree"},
+		{[]string{"serve", "--max-model-len", "-1"}, "--max-model-len"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

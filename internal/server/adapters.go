@@ -35,6 +35,8 @@ type engineEvents struct {
 	// kv follows the pool's KV events and clears a rank's index when it comes
 	// and goes; nil without cache-aware routing.
 	kv *kvroute.Edge
+	// maxModelLen caps the engines' registered context (--max-model-len); 0 = none.
+	maxModelLen int64
 }
 
 func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
@@ -64,6 +66,9 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 			h.contexts.set(rank, 0)
 			return
 		}
+	}
+	if h.maxModelLen > 0 && (lim.MaxModelLen == 0 || lim.MaxModelLen > h.maxModelLen) {
+		lim.MaxModelLen = h.maxModelLen // --max-model-len: requests fit the smaller
 	}
 	h.contexts.set(rank, lim.MaxModelLen)
 	if h.kv != nil {

@@ -160,6 +160,10 @@ type Config struct {
 	VocabSize int64
 	// MaxLogprobs caps logprobs and prompt_logprobs; -1 = no cap.
 	MaxLogprobs int64
+	// MaxModelLen caps every engine's registered context length (vLLM's
+	// --max-model-len, which the engines are given themselves): requests are
+	// checked against the smaller. 0 = the engines' own.
+	MaxModelLen int64
 	// AllowUtilityMethods extends the utility methods msgpack clients may call
 	// (DefaultUtilityMethods).
 	AllowUtilityMethods []string
@@ -335,6 +339,9 @@ func (c Config) Validate() error {
 	}
 	if c.MockStep <= 0 {
 		return bad("step-ms", "must be positive")
+	}
+	if c.MaxModelLen < 0 {
+		return bad("max-model-len", "must be positive, or 0 for the engines' own, got %d", c.MaxModelLen)
 	}
 	if c.MockTokensPerStep < 1 {
 		return bad("tokens-per-step", "must be at least 1, got %d", c.MockTokensPerStep)

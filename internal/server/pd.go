@@ -160,7 +160,7 @@ func (s *Server) startPrefill(ctx context.Context) error {
 		return fmt.Errorf("prefill dispatcher: %w", err)
 	}
 	loads.d.Store(side.d)
-	side.events = &engineEvents{d: side.d, node: side.node, log: log, kv: s.kv}
+	side.events = &engineEvents{d: side.d, node: side.node, log: log, kv: s.kv, maxModelLen: s.cfg.MaxModelLen}
 	fcfg := frontend.DefaultConfig()
 	switch {
 	case p.bootstrapped():

@@ -55,3 +55,27 @@ vllm:cache_config_info{engine="0",model_name="m",num_gpu_blocks="1234"} 1
 		t.Error(err)
 	}
 }
+
+// --max-model-len caps what the engines registered: requests fit the smaller.
+func TestMaxModelLenCapsEngines(t *testing.T) {
+	f := newFakeCoreConfig(t, 0, dispatcher.Config{Policy: dispatcher.PolicyRoundRobin})
+	h := &engineEvents{d: f.D, log: slog.New(slog.DiscardHandler), maxModelLen: 100}
+	h.EngineUp(0, frontend.EngineInfo{Rank: 0, Ready: wire.ReadyResponse{MaxModelLen: wire.SomeInt(4096)}})
+	h.EngineUp(1, frontend.EngineInfo{Rank: 1, Ready: wire.ReadyResponse{MaxModelLen: wire.SomeInt(50)}})
+	for _, c := range []struct {
+		rank, prompt int
+		want         int64
+	}{{0, 150, 100}, {1, 60, 50}} {
+		sp := wire.DefaultSamplingParams()
+		sp.IgnoreEOS = true
+		_, err := f.D.Submit(context.Background(), &wire.EngineCoreRequest{RequestID: "r", PromptTokenIDs: make([]int64, c.prompt),
+			Sampling: &sp, DataParallelRank: wire.SomeInt(int64(c.rank))})
+		var long *dispatcher.PromptTooLongError
+		if !errors.As(err, &long) || long.MaxModelLen != c.want {
+			t.Errorf("rank %d, prompt %d: %v; want a refusal at %d", c.rank, c.prompt, err, c.want)
+		}
+	}
+	if got := h.contexts.largest(-1); got != 100 {
+		t.Errorf("largest context %d, want 100", got)
+	}
+}

@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{log: cfg.Logger}, sender: &frontendSender{}}
+	s = &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), stopMocks: func() {}, stopBoot: func() {}, events: &engineEvents{log: cfg.Logger, maxModelLen: cfg.MaxModelLen}, sender: &frontendSender{}}
 	// The failure paths below `return nil, err`, which sets the named result s to
 	// nil before deferred calls run: tear down through a copy, or a taken port
 	// becomes a nil dereference and the started components (and the ipc dir) leak.
