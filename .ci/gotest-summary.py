@@ -48,14 +48,14 @@ for raw in sys.stdin:
         tests.pop(key, None)
     elif action == "fail":
         failed += 1
+        # Subtests too: go test -json gives a subtest's lines to the subtest only.
         out = tests.pop(key, [])
-        if "/" not in test:  # a subtest's output is part of its parent's
-            sys.stdout.write("".join(l for l in out if not l.startswith(("=== RUN", "=== PAUSE", "=== CONT"))))
-            own = [l.rstrip()[:400] for l in out if OWN_LINE.match(l)]
-            if own:
-                print("--- %s %s: the test's own lines, again:" % (pkg, test))
-                print("\n".join(own[-40:]))
-            sys.stdout.flush()
+        sys.stdout.write("".join(l for l in out if not l.startswith(("=== RUN", "=== PAUSE", "=== CONT"))))
+        own = [l.rstrip()[:400] for l in out if OWN_LINE.match(l)]
+        if own:
+            print("--- %s %s: the test's own lines, again:" % (pkg, test))
+            print("\n".join(own[-40:]))
+        sys.stdout.flush()
     elif action == "skip":
         out = tests.pop(key, [])
         reason = [l.strip() for l in out if l.strip() and not l.startswith(("=== ", "--- SKIP"))]
