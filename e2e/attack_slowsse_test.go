@@ -26,9 +26,9 @@ func TestAttackSlowSSEReaders(t *testing.T) {
 	// tokens) to fill its socket buffers, which is heavy under the race detector.
 	const clients, n = 16, 8
 	// Room for the attack within one client's fair share of fan-outs (half).
-	// 16 tokens a step: the streams fill the server's socket buffers within seconds
-	// even when a loaded machine slows the engines' steps.
-	tg := startTarget(t, "--http-write-timeout", "1s", "--tokens-per-step", "16", "--max-concurrent-requests", strconv.Itoa(2*clients*n+64))
+	// One token a step, one SSE event each: a stream of 8 choices x 8000 tokens is
+	// about 10 MB, more than the socket buffers hold (fewer, larger events would fit).
+	tg := startTarget(t, "--http-write-timeout", "1s", "--max-concurrent-requests", strconv.Itoa(2*clients*n+64))
 	dialer := net.Dialer{Timeout: testwait.Deadline, Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
 		if cerr := rc.Control(func(fd uintptr) {
