@@ -390,8 +390,14 @@ func (o *serveOptions) loadText(cfg *server.Config, log *slog.Logger) error {
 	if !o.vocabFlag.IsSet() {
 		cfg.VocabSize = m.VocabSize
 	}
+	// A directory without config.json has no context length: the engines' own,
+	// from their registration, applies, and the log says so rather than 0.
+	var maxLen any = m.MaxModelLen
+	if m.MaxModelLen <= 0 {
+		maxLen = "from the engines"
+	}
 	log.Info("text model", "dir", m.Dir, "served_model_name", text.Name, "eos_token_ids", cfg.EOSTokenIDs,
-		"vocab_size", cfg.VocabSize, "max_model_len", m.MaxModelLen, "chat_template", text.Template != nil)
+		"vocab_size", cfg.VocabSize, "max_model_len", maxLen, "chat_template", text.Template != nil)
 	return nil
 }
 
