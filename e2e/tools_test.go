@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,10 +35,13 @@ type toolScenario struct {
 	// toolChoice is the request's tool_choice; empty leaves it out.
 	toolChoice string
 	// What the non-streamed answer holds.
-	calls    []wantCall
-	content  *string // nil: null
-	reasoned *string // nil: absent or null
-	finish   string
+	calls []wantCall
+	// streamedArgs, when set, is what the last call's streamed arguments
+	// fold to in vLLM where that is not the whole answer's arguments.
+	streamedArgs string
+	content      *string // nil: null
+	reasoned     *string // nil: absent or null
+	finish       string
 }
 
 func strPtr(s string) *string { return &s }
@@ -68,6 +70,25 @@ var toolScenarios = []toolScenario{
 	{
 		name: "deepseek_v3", model: "deepseek_v3", parser: "deepseek_v3", trigger: "zqxdeepseek",
 		answer: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		calls:  []wantCall{{"get_weather", `{"city": "Paris"}`}}, finish: "tool_calls",
+	},
+	{
+		name: "deepseek_v31", model: "deepseek_v3", parser: "deepseek_v31", trigger: "zqxvthreeone",
+		answer: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		calls:  []wantCall{{"get_weather", `{"city": "Paris"}`}}, finish: "tool_calls",
+	},
+	{
+		name: "pythonic", model: "llama3_1", parser: "pythonic", trigger: "zqxpython",
+		answer: `[get_weather(city="Paris")]`,
+		calls:  []wantCall{{"get_weather", `{"city": "Paris"}`}}, finish: "tool_calls",
+		// `")]` is one token, so the last delta carries argument text and
+		// vLLM's end-of-stream repair replaces it with pythonic's
+		// placeholder "{}" (internal/toolcall/README.md).
+		streamedArgs: `{"city": "Paris{}`,
+	},
+	{
+		name: "qwen3_coder", model: "qwen3", parser: "qwen3_coder", trigger: "zqxcoder",
+		answer: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
 		calls:  []wantCall{{"get_weather", `{"city": "Paris"}`}}, finish: "tool_calls",
 	},
 	{
@@ -386,6 +407,13 @@ func checkToolStream(t *testing.T, sc toolScenario, body []byte) {
 		t.Fatalf("stream: finish %q, calls %v\n%s", finish, names, body)
 	}
 	for i, w := range sc.calls {
+		if sc.streamedArgs != "" && i == len(sc.calls)-1 {
+			w.Args = sc.streamedArgs
+			if names[i] != w.Name || args[i] != w.Args {
+				t.Fatalf("stream call %d: %q %q\n%s", i, names[i], args[i], body)
+			}
+			continue
+		}
 		var got, want any
 		if names[i] != w.Name || json.Unmarshal([]byte(args[i]), &got) != nil || json.Unmarshal([]byte(w.Args), &want) != nil || !jsonEqual(got, want) {
 			t.Fatalf("stream call %d: %q %q\n%s", i, names[i], args[i], body)
@@ -403,88 +431,6 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
-}
-
-// TestToolsAgentLoopOpenAISDK is an agent loop through the official openai
-// SDK against Qwen3's real tokenizer and chat template with --tool-call-parser
-// hermes: the model calls get_weather (whole and streamed), the SDK sends the
-// assistant's call and the tool's result back, rendered by the template, and
-// the model answers. The script answers the second request by the tool result's
-// word, which only that prompt holds (its rule comes first).
-func TestToolsAgentLoopOpenAISDK(t *testing.T) {
-	node, module := openaiModule(t)
-	dir := modelDir(t, "qwen3")
-	tok, err := tokenizer.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := toolScenarios[0] // hermes
-	final := toolScenario{name: "final answer", trigger: "zqxsunny", answer: "It is sunny in Paris, 21 degrees."}
-	result := "Weather: zqxsunny, 21 degrees."
-	if !containsIDs(tok.Encode(result, false), tok.Encode(" zqxsunny", false)) {
-		t.Fatalf("the tool result's trigger is not in its tokens")
-	}
-	finalRule := mockengine.ScriptRule{Trigger: tok.Encode(" zqxsunny", false), Tokens: tok.Encode(final.answer, false), Finish: "stop"}
-	script := mockengine.Script{Rules: []mockengine.ScriptRule{finalRule, scenarioRule(t, tok, call)}}
-	b, err := json.Marshal(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "agent-script.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServe(t, "--tokenizer", dir, "--mock-engines", "1", "--mock-engine-script", path, "--tokens-per-step", "3",
-		"--enable-auto-tool-choice", "--tool-call-parser", "hermes")
-	cmd := testwait.Command(t, time.Minute, node, "testdata/openai_sdk_tools.cjs")
-	cmd.Env = append(os.Environ(), "OPENAI_MODULE="+module, "BASE_URL=http://"+s.http, "TOOLS="+weatherTool,
-		"QUESTION="+call.message(), "TOOL_RESULT="+result)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("openai SDK: %v\n%s\n%s", err, out, stderr)
-	}
-	type sdkCall struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct{ Name, Arguments string }
-	}
-	var got struct {
-		First struct {
-			Content   *string
-			ToolCalls []sdkCall
-			Finish    string
-		}
-		Streamed struct {
-			Calls []struct {
-				ID, Name, Arguments string
-			}
-			Finish string
-		}
-		Final struct {
-			Content   *string
-			ToolCalls []sdkCall
-			Finish    string
-		}
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%s: %v", out, err)
-	}
-	f, st, fin := got.First, got.Streamed, got.Final
-	if f.Finish != "tool_calls" || f.Content != nil || len(f.ToolCalls) != 1 || f.ToolCalls[0].Function.Name != "get_weather" ||
-		f.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || f.ToolCalls[0].Type != "function" {
-		t.Fatalf("first turn: %s", out)
-	}
-	if st.Finish != "tool_calls" || len(st.Calls) != 1 || st.Calls[0].Name != "get_weather" || st.Calls[0].Arguments != `{"city": "Paris"}` ||
-		!strings.HasPrefix(st.Calls[0].ID, "chatcmpl-tool-") {
-		t.Fatalf("streamed turn: %s", out)
-	}
-	if fin.Finish != "stop" || fin.Content == nil || *fin.Content != final.answer || len(fin.ToolCalls) != 0 {
-		t.Fatalf("final turn: %s", out)
-	}
 }
 
 // TestToolParserFlagsRefused: an unknown parser name, or auto tool choice
