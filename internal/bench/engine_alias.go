@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/switchyard-llm/switchyard/internal/bench/engine"
-	"github.com/switchyard-llm/switchyard/transport"
 )
 
 // The bench engine lives in its own package (internal/bench/engine); these names
@@ -17,9 +16,5 @@ func RunEngine(ctx context.Context, cfg EngineConfig) ([]EngineRecord, error) {
 }
 
 const promptMarker = engine.PromptMarker
-
-func recvCtx(ctx context.Context, s transport.Socket) ([][]byte, error) {
-	return engine.RecvCtx(ctx, s)
-}
 
 func nowNS() int64 { return engine.NowNS() }
