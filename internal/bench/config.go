@@ -106,6 +106,10 @@ type Config struct {
 	// KV, when set, runs a cache-aware routing workload against each of its
 	// policies instead of the dispatch-latency comparison (kvrun.go).
 	KV *KVBenchConfig `json:"kv,omitempty"`
+
+	// Scale, when set, runs the scale sweeps (RunScale, scale.go) with this
+	// configuration as every point's load.
+	Scale *ScaleConfig `json:"scale,omitempty"`
 }
 
 // DefaultConfig is the run the README quotes for the first target: 8 engines, 5,000
@@ -199,6 +203,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Repeat < 0 {
 		return bad("repeat", "must not be negative")
+	}
+	if c.Scale != nil {
+		if err := c.validateScale(); err != nil {
+			return err
+		}
 	}
 	if c.BaselineVsBaseline {
 		switch {

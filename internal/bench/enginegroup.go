@@ -26,6 +26,7 @@ type engineGroup struct {
 	errs   []error
 
 	received atomic.Int64 // ADDs that reached the in-process engines
+	sent     atomic.Int64 // output messages the in-process engines wrote
 
 	procs []*exec.Cmd
 	files []string
@@ -66,7 +67,7 @@ func startEngines(ctx context.Context, cfg Config, opt Options, handshake string
 			defer g.wg.Done()
 			recs, err := RunEngine(ectx, EngineConfig{
 				Rank: rank, Handshake: handshake, TokensPerStep: cfg.TokensPerStep, StepTime: cfg.StepTime,
-				Received: &g.received, Layout: cfg.layout(),
+				Received: &g.received, Sent: &g.sent, Layout: cfg.layout(),
 			})
 			g.mu.Lock()
 			g.recs = append(g.recs, recs...)

@@ -42,6 +42,9 @@ type Report struct {
 	KV         map[string]*KVPolicy `json:"kv,omitempty"`
 	KVWorkload *KVWorkloadFigures   `json:"kv_workload,omitempty"`
 
+	// Scale is the scale sweeps' points (Config.Scale, RunScale).
+	Scale *ScaleReport `json:"scale,omitempty"`
+
 	// Targets checks the figures against the targets where this run's shape
 	// matches the target's scenario.
 	Targets []Target `json:"targets,omitempty"`

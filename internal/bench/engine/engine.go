@@ -21,6 +21,12 @@ import (
 // it knows the first token is the bench's sequence number.
 const PromptMarker = 0x5357_4254 // "SWBT"
 
+// HoldMarker in place of PromptMarker asks the engine to hold the request without
+// ever stepping it (until it is aborted or the engine stops): the scale sweep's
+// parked streams, which fill the frontend's request table while other requests
+// are measured.
+const HoldMarker = 0x5357_484c // "SWHL"
+
 // Config configures one bench engine.
 type Config struct {
 	Rank          int
@@ -32,6 +38,9 @@ type Config struct {
 	// Received, when set, counts the ADDs that reached this engine (the memory
 	// scenario waits on it before weighing the heap).
 	Received *atomic.Int64
+	// Sent, when set, counts the output messages this engine wrote (the scale
+	// sweep reports engine messages per request).
+	Sent *atomic.Int64
 	// Layout is the vLLM wire layout the engine speaks; nil = native.
 	Layout *wire.Layout
 }
@@ -53,6 +62,7 @@ type engineReq struct {
 	first  int64 // the batch with the first output was about to be sent
 	last   int64 // the same for the latest output
 	index  int   // position in the running slice
+	hold   bool  // never stepped (HoldMarker)
 }
 
 type utilCall struct {
@@ -190,6 +200,8 @@ func readInputs(in transport.Socket, lay *wire.Layout, events chan<- engineEvent
 			r := &engineReq{id: req.RequestID, client: req.ClientIndex, seq: -1, max: 16, add: now}
 			if p := req.PromptTokenIDs; len(p) >= 2 && p[1] == PromptMarker {
 				r.seq = p[0]
+			} else if len(p) >= 2 && p[1] == HoldMarker {
+				r.hold = true
 			}
 			if req.Sampling != nil && req.Sampling.MaxTokens.Valid {
 				r.max = int(req.Sampling.MaxTokens.Value)
@@ -317,9 +329,12 @@ func (st *stepper) apply(ev engineEvent) error {
 	switch {
 	case ev.add != nil:
 		r := ev.add
+		st.byID[r.id] = r
+		if r.hold {
+			return nil
+		}
 		r.index = len(st.running)
 		st.running = append(st.running, r)
-		st.byID[r.id] = r
 	case ev.abort != nil:
 		for _, id := range ev.abort {
 			if r, ok := st.byID[id]; ok {
@@ -342,11 +357,14 @@ func (st *stepper) apply(ev engineEvent) error {
 }
 
 func (st *stepper) remove(r *engineReq) {
+	delete(st.byID, r.id)
+	if r.hold {
+		return
+	}
 	last := st.running[len(st.running)-1]
 	st.running[r.index] = last
 	last.index = r.index
 	st.running = st.running[:len(st.running)-1]
-	delete(st.byID, r.id)
 }
 
 func (st *stepper) out(client int64) transport.Socket {
@@ -413,6 +431,9 @@ func (st *stepper) runStep() error {
 		}
 		if err := st.outs[c].Send(body); err != nil {
 			return fmt.Errorf("bench engine %d: send outputs: %w", st.cfg.Rank, err)
+		}
+		if st.cfg.Sent != nil {
+			st.cfg.Sent.Add(1)
 		}
 	}
 	for _, r := range finished {

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// PrintScaleTable writes the scale sweeps for a terminal: one table per sweep, a row
+// per point, switchyard beside the relay measured at the same point.
+func PrintScaleTable(w io.Writer, r *Report) error {
+	c := r.Config
+	fmt.Fprintf(w, "switchyard bench --scale  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n",
+		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
+		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+	fmt.Fprintf(w, "each point: the relay, then switchyard, open loop (Poisson) over %s; %d engines, prompt %d, output %d tokens, %d/step every %s, "+
+		"%s warm-up + %s measured per phase\n", c.Transport, c.Engines, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Warmup, c.Duration)
+	fmt.Fprintln(w, "CPU and allocations are the bench process's (client and engines in both phases): switchyard minus the relay is the frontend's own")
+	if r.Scale == nil {
+		return nil
+	}
+	for i := range r.Scale.Sweeps {
+		if err := printScaleSweep(w, &r.Scale.Sweeps[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var scaleHeads = map[string]string{
+	ScaleEngines: "engines", ScaleStreams: "streams", ScalePrompt: "prompt tokens", ScaleClients: "clients",
+}
+
+func printScaleSweep(w io.Writer, s *ScaleSweep) error {
+	fmt.Fprintf(w, "\n%s sweep, %s req/s; per unit: %s\n", s.Name, FormatRate(s.Rate), s.Unit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := scaleHeads[s.Name] + "\tCPU µs/req\trelay\tratio\tp50 µs\trelay\tratio\tp99 µs\trelay\tratio\tallocs/req\trelay\tmsgs/req\tper unit\t"
+	if s.Name == ScaleStreams {
+		head += "heap B/stream\trelay\t"
+	}
+	if s.Name == ScalePrompt && len(s.Points) > 0 && s.Points[0].HTTP != nil {
+		head += "HTTP CPU µs/req\tfloor\tratio\tHTTP p50 µs\tfloor\tns/token\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i := range s.Points {
+		fmt.Fprintln(tw, scaleRow(s.Name, &s.Points[i]))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "growth of CPU per request over the points (log-log slope; 0 flat, 1 linear): switchyard %s, relay %s, frontend's own %s\n",
+		fmt2(s.SwitchyardCPUGrowth), fmt2(s.BaselineCPUGrowth), fmt2(s.FrontendCPUGrowth))
+	for i := range s.Points {
+		p := &s.Points[i]
+		for _, ph := range []*Phase{p.Baseline, p.Switchyard} {
+			if ph != nil && (ph.Failed > 0 || ph.Requests == 0) {
+				fmt.Fprintf(w, "WARNING: %s at %d: %d requests measured, %d failed\n", ph.Name, p.X, ph.Requests, ph.Failed)
+			}
+		}
+	}
+	return nil
+}
+
+func scaleRow(sweep string, p *ScalePoint) string {
+	s, b := p.Switchyard, p.Baseline
+	r := p.OverheadRatio
+	if r == nil {
+		r = &Ratio{}
+	}
+	row := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", p.X,
+		FormatFigure(s.CPUSecondsPer1kRequests*1000), FormatFigure(b.CPUSecondsPer1kRequests*1000), fmt2(p.CPURatio),
+		FormatFigure(s.Overhead.P50US), FormatFigure(b.Overhead.P50US), fmt2(r.P50),
+		FormatFigure(s.Overhead.P99US), FormatFigure(b.Overhead.P99US), fmt2(r.P99),
+		FormatFigure(s.AllocsPerRequest), FormatFigure(b.AllocsPerRequest), fmt2(p.EngineMessagesPerRequest),
+		FormatFigure(p.PerUnit))
+	if m := p.Memory; sweep == ScaleStreams && m != nil {
+		row += fmt.Sprintf("%s\t%s\t", FormatFigure(m.SwitchyardHeapPerStream), FormatFigure(m.BaselineHeapPerStream))
+	}
+	if h := p.HTTP; sweep == ScalePrompt && h != nil {
+		hr := h.OverheadRatio
+		if hr == nil {
+			hr = &Ratio{}
+		}
+		row += fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", FormatFigure(h.Switchyard.CPUSecondsPer1kRequests*1000),
+			FormatFigure(h.Floor.CPUSecondsPer1kRequests*1000), fmt2(h.CPURatio),
+			FormatFigure(h.Switchyard.Overhead.P50US), FormatFigure(h.Floor.Overhead.P50US), FormatFigure(h.SwitchyardCPUNSPerToken))
+	}
+	return row
+}
+
+func fmt2(v float64) string { return fmt.Sprintf("%.2f", v) }
