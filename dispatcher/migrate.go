@@ -64,7 +64,7 @@ func (d *Dispatcher) migrating(req *wire.EngineCoreRequest) bool {
 func unmovable(req *wire.EngineCoreRequest) string {
 	sp := req.Sampling
 	switch {
-	case sp == nil || req.PoolingParams != nil:
+	case sp == nil || req.IsPooling():
 		return "pooling requests cannot be resumed"
 	case sp.StructuredOutputs != nil:
 		return "structured outputs: the grammar state is lost with the engine"

@@ -53,6 +53,11 @@ func EngineAccepts(q *EngineCoreRequest) error {
 	if err := checkArrayAny("pooling_params", q.PoolingParams); err != nil {
 		return err
 	}
+	if p := q.Pooling; p != nil {
+		if err := p.engineAccepts(); err != nil {
+			return prefixed("pooling_params.", err)
+		}
+	}
 	if err := checkStrKeyMap("reasoning_parser_kwargs", q.ReasoningParserKwargs); err != nil { // dict[str, Any]
 		return err
 	}

@@ -60,11 +60,14 @@ type Layout struct {
 	RequestRequired int // leading request fields the engine requires
 	Output          []Field
 	LoRA            []Field // nil: unknown, requests with a LoRA are refused
+	Pooling         []Field // PoolingParams; nil: unknown, pooling requests are refused
 	// Native marks the layout switchyard's client protocol speaks: raw pass-through
 	// values (mm_features, pooling_params, kv_hints) are sent only to its engines.
 	Native bool
 
 	req, out, lora []slot
+	pooling        []slot // PoolingParams (pooling.go)
+	poolHas        uint64 // 1<<poolField of every PoolingParams field present
 	sampling       uint64 // samplingBit of every key the engine knows
 	reqHas         uint64 // 1<<reqField of every request field present
 	outHas         uint64
@@ -241,6 +244,18 @@ func (f *layoutFile) build(source string) (*Layout, error) {
 		l.LoRA, l.lora, err = slots(s.Fields, loraFieldIDs, "LoRARequest")
 		if err != nil {
 			return nil, err
+		}
+	}
+	if raw, ok := f.Structs["PoolingParams"]; ok {
+		var s structFile
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("PoolingParams: %w", err)
+		}
+		if l.Pooling, l.pooling, err = slots(s.Fields, poolingFieldIDs, "PoolingParams"); err != nil {
+			return nil, err
+		}
+		for _, sl := range l.pooling {
+			l.poolHas |= 1 << sl.id
 		}
 	}
 	return l, nil

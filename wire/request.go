@@ -108,4 +108,11 @@ type EngineCoreRequest struct {
 	AbortImmediately      bool              // 19
 	SessionID             OptString         // 20
 	KVHints               Raw               // 21, written only when non-nil
+	// Pooling is pooling_params (4) in switchyard's layout-independent form,
+	// written in the engine's own field order (pooling.go); PoolingParams above is
+	// a client-protocol value passed through as it came. At most one is set.
+	Pooling *PoolingParams
 }
+
+// IsPooling reports whether q carries pooling params (typed or raw).
+func (q *EngineCoreRequest) IsPooling() bool { return q.Pooling != nil || q.PoolingParams != nil }

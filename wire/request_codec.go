@@ -40,7 +40,7 @@ func (l *Layout) AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [
 	if r == nil {
 		return dst, nil, ErrNilRequest
 	}
-	if (r.Sampling == nil) == (r.PoolingParams == nil) {
+	if (r.Sampling == nil) == !r.IsPooling() || (r.Pooling != nil && r.PoolingParams != nil) {
 		return dst, nil, ErrParamsExclusive
 	}
 	if t := r.PromptEmbeds; t != nil {
@@ -80,6 +80,12 @@ func (l *Layout) AppendAdd(dst []byte, r *EngineCoreRequest) (body []byte, aux [
 					Msg: "not known to engines of this vLLM release"}
 			}
 		case reqPooling:
+			if r.Pooling != nil {
+				if b, err = l.appendPooling(b, r.Pooling); err != nil {
+					return dst, nil, err
+				}
+				break
+			}
 			b = appendRaw(b, r.PoolingParams)
 		case reqEOSTokenID:
 			if r.Sampling != nil {

@@ -284,7 +284,7 @@ func (q *EngineCoreRequest) Validate() error {
 	switch {
 	case q.RequestID == "":
 		return invalid("request_id", "must not be empty")
-	case (q.Sampling == nil) == (q.PoolingParams == nil):
+	case (q.Sampling == nil) == !q.IsPooling(), q.Pooling != nil && q.PoolingParams != nil:
 		return invalid("sampling_params", "exactly one of sampling_params and pooling_params must be set")
 	case q.PromptTokenIDs == nil && q.PromptEmbeds == nil:
 		return invalid("prompt_token_ids", "must be set unless prompt_embeds is")

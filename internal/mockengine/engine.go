@@ -99,6 +99,8 @@ type Config struct {
 	// Cache, when set, is added to as requests are prefilled (the bench reads
 	// it in the same process). Several engines may share one.
 	Cache *CacheCounters
+	// Pooling, when set, makes the engine a pooling model (pooling.go).
+	Pooling *PoolingModel
 }
 
 // Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
@@ -195,6 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 	e.sched = NewScheduler(cfg.TokensPerStep, cfg.MaxModelLen, cfg.MaxNumSeqs)
 	e.sched.Words, e.sched.Capitals, e.sched.Period = cfg.Words, cfg.Capitals, cfg.Period
 	e.sched.Script = cfg.Script
+	e.sched.Pooling = cfg.Pooling
 	e.sched.Clock = e.timestamp
 	if err := e.sched.SetRole(cfg.Role, fmt.Sprintf("mock-%s-%d", cfg.Role, cfg.Rank)); err != nil {
 		return err

@@ -114,6 +114,9 @@ func (e *engine) handle(frames [][]byte) error {
 		if err := wire.EngineAccepts(&req); err != nil {
 			return fmt.Errorf("%w: ADD %q: %w", ErrInputThreadDied, req.RequestID, err)
 		}
+		if err := e.decodePooling(&req); err != nil {
+			return err
+		}
 		e.waveOnAdd(req.CurrentWave)
 		return e.sched.AddAt(e.now(), &req)
 	case wire.RequestAbort:
@@ -166,6 +169,8 @@ func (e *engine) utility(client int64, callID uint64, method string, args wire.R
 		}
 	case method == "reset_prefix_cache":
 		u.Result = e.resetPrefixCache(args)
+	case method == "get_supported_tasks" && e.cfg.Pooling != nil:
+		u.Result = e.cfg.Pooling.tasksRaw()
 	case method == "get_supported_tasks":
 		u.Result = rawTasks
 	case method == "pd_stats":

@@ -104,9 +104,10 @@ type request struct {
 	words      bool      // answer with Words (the request asked for text)
 	script     *scripted // the answer a Script rule gave (script.go); nil = none
 	lastPeriod bool
-	hash       uint64  // seqHash of the prompt and every token generated so far
-	queuedAt   float64 // Clock at Add: the QUEUED event's timestamp
-	kv         *reqKV  // prefix cache state (prefill.go); nil when the cache is off
+	hash       uint64   // seqHash of the prompt and every token generated so far
+	queuedAt   float64  // Clock at Add: the QUEUED event's timestamp
+	kv         *reqKV   // prefix cache state (prefill.go); nil when the cache is off
+	pool       *poolReq // a pooling request (pooling.go); nil = generation
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -130,6 +131,8 @@ type Scheduler struct {
 	Period   int64
 	// Script: see Config.Script.
 	Script *Script
+	// Pooling: see Config.Pooling.
+	Pooling *PoolingModel
 
 	prompts map[uint64]struct{} // prompt hashes seen: a repeated prompt hits (cache off)
 	pd      *pdRole             // P/D role (pd.go); nil = none
@@ -198,6 +201,9 @@ func (s *Scheduler) AddAt(now time.Duration, r *wire.EngineCoreRequest) error {
 		}
 	}
 	q.script = scriptFor(s.Script, r.PromptTokenIDs, q)
+	if r.Pooling != nil {
+		q.pool = &poolReq{params: *r.Pooling, prompt: slices.Clone(r.PromptTokenIDs)}
+	}
 	if s.pd != nil {
 		s.pd.onAdd(r)
 	}
@@ -247,6 +253,13 @@ func (s *Scheduler) StepAt(now time.Duration, dst []Output) []Output {
 		o := Output{ClientIndex: q.client, EngineCoreOutput: wire.EngineCoreOutput{RequestID: q.id, FinishReason: wire.FinishNone}}
 		if q.generated == 0 && s.Clock != nil {
 			s.firstOutput(q, &o.EngineCoreOutput)
+		}
+		if q.pool != nil {
+			s.poolOutput(q, &o.EngineCoreOutput)
+			dst = append(dst, o)
+			s.release(q)
+			delete(s.byID, q.id)
+			continue
 		}
 		if s.pd != nil && q.generated == 0 && s.pd.refused(q.id) {
 			o.FinishReason = wire.FinishError // no KV for this prompt: a failed pull
