@@ -85,6 +85,10 @@ type Config struct {
 	// CacheRouter is consulted first, for requests that pin no rank, under the kv
 	// and prefix policies; nil for the others, whose dispatch path it leaves as is.
 	CacheRouter CacheRouter
+	// LoRARouter, when set, is asked first for a request that carries a LoRA
+	// adapter and pins no rank, under every policy: it may prefer the engines
+	// that have the adapter loaded (-1 leaves the choice to the others).
+	LoRARouter CacheRouter
 	// StreamBuffer is how many unread outputs a Stream may hold before its request is
 	// aborted as a slow consumer. 0 means 256.
 	StreamBuffer int

@@ -381,6 +381,11 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 		}
 	}
 	seq := d.seq.Add(1)
+	if lr := d.cfg.LoRARouter; lr != nil && req.LoRA != nil {
+		if i := routeByCache(lr, req, loads, seq); i >= 0 {
+			return engs[i], nil
+		}
+	}
 	if cr := d.cfg.CacheRouter; cr != nil {
 		if i := routeByCache(cr, req, loads, seq); i >= 0 {
 			return engs[i], nil

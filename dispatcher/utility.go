@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,12 +100,33 @@ func (d *Dispatcher) CallUtilityRaw(ctx context.Context, method string, args wir
 	return d.callUtility(ctx, method, args)
 }
 
+// UtilityArgs encodes a call's argument array for one engine, in its wire layout
+// (nil: the native one): for arguments that are array_like structs, whose field
+// order is the engine's release's.
+type UtilityArgs func(rank int, layout *wire.Layout) (wire.Raw, error)
+
+// CallUtilityEach is CallUtility with each engine's arguments encoded for it by
+// args, to those of ranks that are ready (nil ranks: every ready engine; none
+// ready: ErrNoEngines). An encoding error fails that engine's slot, unsent.
+func (d *Dispatcher) CallUtilityEach(ctx context.Context, method string, ranks []int, args UtilityArgs) (UtilityResults, error) {
+	if d.closed.Load() {
+		return UtilityResults{Method: method}, ErrClosed
+	}
+	return d.callUtilityTo(ctx, method, ranks, args)
+}
+
 func (d *Dispatcher) callUtility(ctx context.Context, method string, raw wire.Raw) (UtilityResults, error) {
+	return d.callUtilityTo(ctx, method, nil, func(int, *wire.Layout) (wire.Raw, error) { return raw, nil })
+}
+
+func (d *Dispatcher) callUtilityTo(ctx context.Context, method string, only []int, argsFor UtilityArgs) (UtilityResults, error) {
 	res := UtilityResults{Method: method}
 	var ranks []int
+	layouts := map[int]*wire.Layout{}
 	for _, e := range d.engines.Load().list {
-		if e.up.Load() {
+		if e.up.Load() && (only == nil || slices.Contains(only, e.rank)) {
 			ranks = append(ranks, e.rank)
+			layouts[e.rank] = e.layout.Load()
 		}
 	}
 	if len(ranks) == 0 {
@@ -112,10 +134,18 @@ func (d *Dispatcher) callUtility(ctx context.Context, method string, raw wire.Ra
 	}
 	g, ids := d.util.start(method, ranks)
 	for i, rank := range ranks {
-		body, err := wire.AppendUtility(wire.GetBuffer(), d.cfg.ClientIndex, ids[i], method, raw)
+		lay := layouts[rank]
+		if lay == nil {
+			lay = wire.Native()
+		}
+		raw, err := argsFor(rank, lay)
+		var body []byte
+		if err == nil {
+			body, err = wire.AppendUtility(wire.GetBuffer(), d.cfg.ClientIndex, ids[i], method, raw)
+		}
 		if err == nil {
 			err = d.sender.Send(rank, wire.RequestUtility, body, nil)
-		} else {
+		} else if body != nil {
 			wire.PutBuffer(body)
 		}
 		if err != nil {
