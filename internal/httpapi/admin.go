@@ -59,6 +59,9 @@ const TypeForbidden = "Forbidden"
 // admin guard protects instead of the API keys.
 func isAdminPath(p string) bool {
 	c := path.Clean("/" + p)
+	if loraPaths[c] {
+		return true
+	}
 	rest, ok := strings.CutPrefix(c, "/v1/engines/")
 	if !ok {
 		return false

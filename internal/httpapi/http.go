@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/internal/version"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -57,6 +58,8 @@ type API struct {
 	cors           CORS
 	// requestIDHeaders echoes X-Request-Id on every answer (requestid.go).
 	requestIDHeaders bool
+	lora             *lora.Registry // nil: LoRA off (lora.go)
+	loraActivity     *lora.Activity
 }
 
 // APIConfig configures NewAPI.
@@ -114,6 +117,11 @@ type APIConfig struct {
 	// RequestIDHeaders sets X-Request-Id on every answer: the client's, else a
 	// random one (vLLM's --enable-request-id-headers).
 	RequestIDHeaders bool
+	// LoRA, when set, serves its adapters as models and the load and unload
+	// endpoints (serve --enable-lora); LoRAActivity learns where requests for
+	// each adapter went, for the router.
+	LoRA         *lora.Registry
+	LoRAActivity *lora.Activity
 }
 
 // NewAPI builds the handlers.
@@ -137,6 +145,7 @@ func NewAPI(cfg APIConfig) *API {
 	a.servedName = cfg.ServedModelName
 	a.cors = cfg.CORS
 	a.requestIDHeaders = cfg.RequestIDHeaders
+	a.lora, a.loraActivity = cfg.LoRA, cfg.LoRAActivity
 	a.logRequests = cfg.LogRequests
 	a.stats = cfg.Stats
 	if cfg.TracerProvider != nil {
@@ -176,6 +185,8 @@ var routes = map[string]string{
 	"/ping":                pingRoute,
 	"/version":             http.MethodGet,
 	"/metrics":             http.MethodGet,
+	"/v1/embeddings":       http.MethodPost,
+	"/pooling":             http.MethodPost,
 }
 
 // Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics, with
@@ -187,6 +198,8 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("GET /v1/models", a.metrics.wrap("models", http.HandlerFunc(a.listModels)))
 	mux.Handle("POST /tokenize", a.metrics.wrap("tokenize", http.HandlerFunc(a.tokenize)))
 	mux.Handle("POST /detokenize", a.metrics.wrap("detokenize", http.HandlerFunc(a.detokenize)))
+	mux.Handle("POST /v1/embeddings", a.metrics.wrap("embeddings", http.HandlerFunc(a.embeddings)))
+	mux.Handle("POST /pooling", a.metrics.wrap("pooling", http.HandlerFunc(a.poolingAPI)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
 	mux.Handle("GET /ping", a.metrics.wrap("ping", http.HandlerFunc(a.ping)))
@@ -196,6 +209,7 @@ func (a *API) Handler() http.Handler {
 	})))
 	mux.Handle("POST /v1/engines/{rank}/drain", a.metrics.wrap("admin", a.admin.wrap(a.drain(true))))
 	mux.Handle("POST /v1/engines/{rank}/undrain", a.metrics.wrap("admin", a.admin.wrap(a.drain(false))))
+	a.handleLoRA(mux)
 	if a.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
 	}
@@ -342,6 +356,9 @@ func (a *API) parseCompletion(w http.ResponseWriter, r *http.Request) (*Completi
 	}
 	t.Model = a.model
 	t.Text = text
+	if t.LoRA, apiErr = a.loraFor(req.Model); apiErr != nil {
+		return nil, nil, t, apiErr
+	}
 	if text && len(a.text.EOSTokenIDs) > 0 {
 		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
 	}
@@ -516,6 +533,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			return
 		}
 		streams = append(streams, s)
+		a.loraSent(s.Rank(), er.LoRA)
 		if a.stats != nil {
 			a.stats.AddPrompt(s.Rank(), len(er.PromptTokenIDs))
 		}

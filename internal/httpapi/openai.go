@@ -301,6 +301,8 @@ type Translate struct {
 	// Text: serve has a tokenizer, and the text fields go to the engine as vLLM
 	// sends them (setText).
 	Text bool
+	// LoRA is the adapter the request's model names (lora.go); nil = the model.
+	LoRA *wire.LoRARequest
 }
 
 // EngineRequests turns a validated body into one engine request per choice: prompt
@@ -345,6 +347,7 @@ func (r *CompletionRequest) EngineRequests(prompts [][]int64, t Translate) ([]*w
 				CacheSalt:        optString(r.CacheSalt),
 				Priority:         r.Priority,
 				ExternalReqID:    wire.SomeString(t.BaseID),
+				LoRA:             t.LoRA,
 			})
 		}
 	}

@@ -22,7 +22,7 @@ import (
 // tokenized when they are text (add_special_tokens defaults to true, as vLLM's
 // completions do).
 func (a *API) textPrompts(req *CompletionRequest) ([][]int64, *APIError) {
-	if e := a.text.checkModel(req.Model); e != nil {
+	if e := a.checkModel(req.Model); e != nil {
 		return nil, e
 	}
 	req.applyDefaults(a.text.DefaultSampling)
@@ -206,7 +206,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done()
-	if e := a.text.checkModel(chat.Model); e != nil {
+	if e := a.checkModel(chat.Model); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -248,6 +248,10 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chat.MaxTokens = &n
 	}
 	t := Translate{BaseID: randomID("chatcmpl-"), Model: a.model, Text: true}
+	if t.LoRA, apiErr = a.loraFor(chat.Model); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	if len(a.text.EOSTokenIDs) > 0 {
 		t.Model.EOSTokenIDs = a.text.EOSTokenIDs
 	}
@@ -312,7 +316,7 @@ func (a *API) listModels(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Object string      `json:"object"`
 		Data   []modelCard `json:"data"`
-	}{"list", []modelCard{card}})
+	}{"list", append([]modelCard{card}, a.loraCards(created)...)})
 }
 
 // decodeSmall decodes a tokenizer endpoint's body with the completions decoder:
@@ -406,7 +410,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if e := a.text.checkModel(req.Model); e != nil {
+	if e := a.checkModel(req.Model); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -461,7 +465,7 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("tokens", "tokens is required: a list of token ids"))
 		return
 	}
-	if e := a.text.checkModel(req.Model); e != nil {
+	if e := a.checkModel(req.Model); e != nil {
 		writeError(w, e)
 		return
 	}

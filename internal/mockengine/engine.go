@@ -101,6 +101,9 @@ type Config struct {
 	Cache *CacheCounters
 	// Pooling, when set, makes the engine a pooling model (pooling.go).
 	Pooling *PoolingModel
+	// MaxLoRAs, when positive, is an engine started with --enable-lora
+	// --max-loras N (lora.go); 0 = no LoRA.
+	MaxLoRAs int
 }
 
 // Faults make the engine misbehave for fault tests. Step counts are 1-based: N means
@@ -257,6 +260,7 @@ type engine struct {
 	sleeping bool
 	buf      []byte
 	pending  []Output
+	loras    map[int64]string // lora_int_id -> name of the adapters add_lora loaded (lora.go)
 }
 
 // opts: a small receive queue, so an engine that stops reading (the stall fault)
@@ -394,8 +398,11 @@ func (e *engine) readyResponse() wire.ReadyResponse {
 		DataParallelRank:     wire.SomeInt(int64(e.cfg.Rank)),
 		MaxNumSeqs:           wire.SomeInt(int64(e.cfg.MaxNumSeqs)),
 		MaxNumBatchedTokens:  wire.SomeInt(8192),
-		SupportsLoRA:         wire.OptBool{Value: false, Valid: true},
+		SupportsLoRA:         wire.OptBool{Value: e.cfg.MaxLoRAs > 0, Valid: true},
 		EnableSleepMode:      wire.OptBool{Value: true, Valid: true},
+	}
+	if e.cfg.MaxLoRAs > 0 {
+		r.MaxLoRAs = wire.SomeInt(int64(e.cfg.MaxLoRAs))
 	}
 	if e.cfg.KVEvents != (KVEventsConfig{}) {
 		// Written only by layouts whose registration has the key (newest).

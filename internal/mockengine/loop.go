@@ -155,6 +155,14 @@ func (e *engine) utility(client int64, callID uint64, method string, args wire.R
 		u.HasResult, u.Result = false, nil
 		u.Failure = wire.SomeString("Call to " + method + " method failed: " + msg)
 	}
+	if res, failure, ok := e.loraUtility(method, args); ok {
+		u.Result = res
+		if failure != "" {
+			fail(failure)
+		}
+		out := wire.EngineCoreOutputs{EngineIndex: int64(e.cfg.Rank), Timestamp: e.timestamp(), UtilityOutput: &u}
+		return e.send(client, &out)
+	}
 	switch n, _ := wire.ArrayLen(args); {
 	case !e.hasMethod(method):
 		fail("'EngineCoreProc' object has no attribute '" + method + "'")
@@ -281,6 +289,9 @@ func (e *engine) step(ctx context.Context) error {
 	stats := e.sched.Stats()
 	if p, ok := e.sched.TakePrefixCacheStats(); ok {
 		stats = withPrefixCacheStats(stats, p)
+	}
+	if e.cfg.MaxLoRAs > 0 {
+		stats = e.sched.withLoRAStats(stats)
 	}
 	ts := e.timestamp()
 	for client := range e.outs {

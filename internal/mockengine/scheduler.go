@@ -108,6 +108,7 @@ type request struct {
 	queuedAt   float64  // Clock at Add: the QUEUED event's timestamp
 	kv         *reqKV   // prefix cache state (prefill.go); nil when the cache is off
 	pool       *poolReq // a pooling request (pooling.go); nil = generation
+	lora       string   // the adapter's name (lora.go); "" = the base model
 }
 
 // Scheduler is the mock engine's step scheduler: requests in, per-step outputs out.
@@ -174,6 +175,10 @@ func (s *Scheduler) AddAt(now time.Duration, r *wire.EngineCoreRequest) error {
 	q := &request{id: r.RequestID, client: r.ClientIndex, prompt: len(r.PromptTokenIDs), maxTokens: 16, resumable: r.Resumable, hash: seqSeed, logprobs: -1, promptLPs: -1}
 	for _, t := range r.PromptTokenIDs {
 		q.hash = seqHash(q.hash, t)
+	}
+	if r.LoRA != nil {
+		q.lora = r.LoRA.Name
+		q.hash = loraSeed(q.hash, q.lora)
 	}
 	if s.Clock != nil {
 		q.queuedAt = s.Clock()
