@@ -75,6 +75,9 @@ func serveCommand() *cli.Command {
 				Usage: "FILE written by switchyard vllm-layout-script on an engine host (repeatable; tried before the built-in layouts), " +
 					"or the name of a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") forced on engines that report no version or one no layout places",
 				Sources: cli.EnvVars("SWITCHYARD_VLLM_LAYOUT")},
+			&cli.StringFlag{Name: "mock-pooling", Destination: &o.mockPooling, Category: "mock engines",
+				Usage: "make the built-in mock engines a pooling model serving these vLLM tasks, comma-separated (e.g. embed,token_embed or classify,score): " +
+					"/v1/embeddings, /pooling and friends answer with vectors and scores computed from the prompt; empty = a generative model"},
 			&cli.StringFlag{Name: "mock-engine-layouts", Destination: &o.mockLayouts, Category: "mock engines",
 				Usage: "vLLM layouts the built-in mock engines speak, comma-separated, one per rank and repeated (e.g. v0.18,newest: a rolling upgrade); default newest"},
 			&cli.FloatFlag{Name: "step-ms", Destination: &o.stepMS, Category: "mock engines", Value: durationMS(def.MockStep),
@@ -255,6 +258,7 @@ type serveOptions struct {
 	stepMS                       float64
 	layouts                      []string
 	mockLayouts, eos             string
+	mockPooling                  string
 	tokenizer, chatTemplate      string
 	generationConfig             string
 	mockWords, trustChatTemplate bool
@@ -335,6 +339,7 @@ func (o *serveOptions) complete(cfg *server.Config, log *slog.Logger) error {
 	if cfg.MockLayouts, err = mockLayouts(o.mockLayouts); err != nil {
 		return err
 	}
+	cfg.MockPooling = mockPooling(o.mockPooling)
 	if cfg.EOSTokenIDs, err = parseEOS(o.eos); err != nil {
 		return err
 	}

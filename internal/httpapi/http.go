@@ -185,6 +185,8 @@ var routes = map[string]string{
 	"/ping":                pingRoute,
 	"/version":             http.MethodGet,
 	"/metrics":             http.MethodGet,
+	"/v1/embeddings":       http.MethodPost,
+	"/pooling":             http.MethodPost,
 }
 
 // Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics, with
@@ -196,6 +198,8 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("GET /v1/models", a.metrics.wrap("models", http.HandlerFunc(a.listModels)))
 	mux.Handle("POST /tokenize", a.metrics.wrap("tokenize", http.HandlerFunc(a.tokenize)))
 	mux.Handle("POST /detokenize", a.metrics.wrap("detokenize", http.HandlerFunc(a.detokenize)))
+	mux.Handle("POST /v1/embeddings", a.metrics.wrap("embeddings", http.HandlerFunc(a.embeddings)))
+	mux.Handle("POST /pooling", a.metrics.wrap("pooling", http.HandlerFunc(a.poolingAPI)))
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
 	mux.Handle("GET /ping", a.metrics.wrap("ping", http.HandlerFunc(a.ping)))

@@ -79,6 +79,9 @@ type Config struct {
 	// MockLayouts are the vLLM wire layouts the built-in mock engines speak, rank
 	// i taking MockLayouts[i % len]; empty = the native (newest) layout.
 	MockLayouts []*wire.Layout
+	// MockPooling, when set, makes the built-in mock engines a pooling model
+	// (embeddings, classification) instead of a generative one.
+	MockPooling *mockengine.PoolingModel
 	// mockTweak, when set (tests), adjusts a built-in mock engine's config
 	// before each start of its rank: gen counts the restarts (0 = the first).
 	mockTweak func(gen int, c *mockengine.Config)

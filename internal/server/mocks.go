@@ -42,6 +42,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 		if n := len(s.cfg.MockLayouts); n > 0 {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}
+		mcfg.Pooling = s.cfg.MockPooling
 		s.mockKV(&mcfg)
 		s.mocks.Add(1)
 		go func() {
