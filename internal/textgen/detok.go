@@ -41,6 +41,9 @@ type Params struct {
 	MinTokens                  int64
 	SkipSpecialTokens          bool
 	SpacesBetweenSpecialTokens bool
+	// Stops is Stop compiled (CompileStops), built once per request and shared by
+	// its choices; nil: New compiles Stop itself.
+	Stops *StopSet
 }
 
 // Detokenizer turns one request's generated token ids into text and finds its stop
@@ -64,6 +67,11 @@ type Detokenizer struct {
 	spacesBetween bool
 	lastSpecial   bool
 	stopped       bool
+	// The automaton's run over the text: the node after text[:scanned]. set is nil
+	// for the per-string search (few stop strings, or text that is not UTF-8).
+	set     *StopSet
+	node    int32
+	scanned int
 }
 
 // New starts the detokenizer of a request whose prompt is prompt.
@@ -76,6 +84,9 @@ func New(tok Tokenizer, prompt []int64, p Params) *Detokenizer {
 			longest = max(longest, utf8.RuneCountInString(s))
 		}
 		d.holdBack = longest - 1
+	}
+	if d.set = p.Stops; d.set == nil {
+		d.set = CompileStops(p.Stop)
 	}
 	if len(prompt) > 0 {
 		// The stream picks the prompt tail as vLLM's FastIncrementalDetokenizer does
@@ -128,7 +139,7 @@ func (d *Detokenizer) Update(ids []int64, stopTerminated bool) (string, bool) {
 	if len(d.stop) == 0 || d.nOut <= d.minTokens {
 		return "", false
 	}
-	s, truncateTo, ok := CheckStopStrings(d.text, len(d.text)-checkFrom, d.stop, d.includeStop)
+	s, truncateTo, ok := d.checkStop(checkFrom)
 	if !ok {
 		return "", false
 	}
@@ -137,6 +148,24 @@ func (d *Detokenizer) Update(ids []int64, stopTerminated bool) (string, bool) {
 	}
 	d.stopped = true
 	return s, true
+}
+
+// checkStop searches the text after checkFrom for the stop strings. The automaton
+// runs on from where it stopped, so each byte of the text is scanned once (the text
+// of min_tokens too: its matches end before checkFrom and are not counted).
+func (d *Detokenizer) checkStop(checkFrom int) (string, int, bool) {
+	if d.set != nil && !validFrom(d.text, d.scanned, checkFrom) {
+		d.set = nil
+	}
+	if d.set == nil {
+		return CheckStopStrings(d.text, len(d.text)-checkFrom, d.stop, d.includeStop)
+	}
+	node, idx, end := d.set.scan(d.node, d.text, d.scanned, checkFrom)
+	d.node, d.scanned = node, len(d.text)
+	if idx < 0 {
+		return "", -1, false
+	}
+	return d.set.result(d.text, idx, end, d.includeStop)
 }
 
 // CheckStopStrings is vLLM's check_stop_strings over UTF-8 text: newBytes is how
@@ -172,6 +201,10 @@ func CheckStopStrings(text []byte, newBytes int, stop []string, includeInOutput 
 // backRunes returns the byte offset n code points before off in text (0 at most).
 func backRunes(text []byte, off, n int) int {
 	for ; n > 0 && off > 0; n-- {
+		if text[off-1] < utf8.RuneSelf { // ASCII, as DecodeLastRune would find, but cheaper
+			off--
+			continue
+		}
 		_, size := utf8.DecodeLastRune(text[:off])
 		off -= size
 	}
