@@ -60,7 +60,7 @@ func benchCommand() *cli.Command {
 		&cli.BoolFlag{Name: "http", Destination: &o.http, Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
 			"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
 		&cli.BoolFlag{Name: "quiet", Destination: &o.quiet, Usage: "no progress: neither the bar (stderr a terminal) nor the plain line per phase (otherwise)"},
-	}, append(pdBenchFlags(o), kvBenchFlags(o)...)...)
+	}, append(append(pdBenchFlags(o), kvBenchFlags(o)...), scaleBenchFlags(o)...)...)
 	o.index(flags)
 	return &cli.Command{
 		Name:  "bench",
@@ -84,6 +84,7 @@ type benchOptions struct {
 	compare                                               []string
 	all, noBaseline, http, quiet, pd                      bool
 	targetPID, pdDecode, pdPrefill                        int
+	scale                                                 scaleOptions
 	// flags finds a flag by its destination, for "unless set" defaults.
 	flags map[any]interface{ IsSet() bool }
 }
@@ -129,6 +130,9 @@ func runBench(ctx context.Context, cmd *cli.Command, o *benchOptions) error {
 	}
 	if o.pd {
 		return runPDBench(ctx, o)
+	}
+	if o.scale.sweeps != "" || o.scale.quick {
+		return runScaleBench(ctx, cmd, o)
 	}
 	if o.workload != "" && o.workload != "dispatch" {
 		return runKVBench(ctx, cmd, o)

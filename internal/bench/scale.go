@@ -161,6 +161,10 @@ type ScalePoint struct {
 	HTTP *ScaleHTTP `json:"http,omitempty"`
 }
 
+// MinWeighedStreams is the fewest parked streams whose heap is reported: below it
+// the collector's own noise (tens of kilobytes) over the count is larger than a stream.
+const MinWeighedStreams = 1000
+
 // ScaleMemory is the live heap each parked stream holds, after a full collection.
 type ScaleMemory struct {
 	SwitchyardHeapPerStream float64 `json:"switchyard_heap_bytes_per_stream"`
@@ -213,6 +217,9 @@ func runScaleSweep(ctx context.Context, cfg Config, opt Options, name string) (*
 		c.Seed = cfg.Seed + uint64(i)
 		c.Rate = s.Rate
 		sh := scaleRun{clients: 1}
+		if cfg.Profile != "" {
+			sh.profile = fmt.Sprintf("%s.%s-%d", cfg.Profile, name, x)
+		}
 		switch name {
 		case ScaleEngines:
 			c.Engines = x
@@ -286,7 +293,7 @@ func runScalePoint(ctx context.Context, c Config, opt Options, sh scaleRun) (*Sc
 	if b.CPUSecondsPer1kRequests > 0 {
 		pt.CPURatio = s.CPUSecondsPer1kRequests / b.CPUSecondsPer1kRequests
 	}
-	if sh.park > 0 {
+	if sh.park >= MinWeighedStreams {
 		pt.Memory = &ScaleMemory{SwitchyardHeapPerStream: sw.heapPerStream, BaselineHeapPerStream: base.heapPerStream,
 			FrontendBytesPerStream: sw.heapPerStream - base.heapPerStream}
 	}

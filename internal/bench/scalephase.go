@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 type scaleRun struct {
 	park    int // streams the engines hold, never stepped, while the load runs
 	clients int // client connections the load is spread over
+	// profile, when set, is where switchyard's CPU profile of the measured load goes
+	// (Config.Profile and the point: FILE.streams-100000).
+	profile string
 }
 
 // scalePhase is one system's figures at one point.
@@ -66,10 +71,15 @@ func runScalePhase(ctx context.Context, cfg Config, opt Options, start func(cont
 	if err != nil {
 		return nil, err
 	}
+	stopProfile := func() {}
+	if sh.profile != "" && sys.name() == "switchyard" {
+		stopProfile = startCPUProfile(sh.profile)
+	}
 	began := time.Now()
 	smp := startSampler(cfg, opt, sys, l, began)
 	runErr := l.run(ctx, c, began)
 	end := smp.finish()
+	stopProfile()
 	drainCtx, dcancel := context.WithTimeout(ctx, drainTimeout(cfg))
 	l.drain(drainCtx)
 	dcancel()
@@ -182,3 +192,20 @@ type discardSink struct{}
 
 func (discardSink) output(int64, int, bool, int64) {}
 func (discardSink) failed(int64, int64)            {}
+
+// startCPUProfile profiles this process into file until the returned func is
+// called; a profile that cannot start is skipped (another may be running).
+func startCPUProfile(file string) func() {
+	f, err := os.Create(file)
+	if err != nil {
+		return func() {}
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}

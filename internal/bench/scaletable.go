@@ -35,7 +35,7 @@ var scaleHeads = map[string]string{
 func printScaleSweep(w io.Writer, s *ScaleSweep) error {
 	fmt.Fprintf(w, "\n%s sweep, %s req/s; per unit: %s\n", s.Name, FormatRate(s.Rate), s.Unit)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := scaleHeads[s.Name] + "\tCPU µs/req\trelay\tratio\tp50 µs\trelay\tratio\tp99 µs\trelay\tratio\tallocs/req\trelay\tmsgs/req\tper unit\t"
+	head := scaleHeads[s.Name] + "\tCPU µs/req\trelay\tratio\tp50 µs\trelay\tratio\tp99 µs\trelay\tratio\tallocs/req\trelay\tmsgs/req\trelay\tper unit\t"
 	if s.Name == ScaleStreams {
 		head += "heap B/stream\trelay\t"
 	}
@@ -68,14 +68,18 @@ func scaleRow(sweep string, p *ScalePoint) string {
 	if r == nil {
 		r = &Ratio{}
 	}
-	row := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", p.X,
+	row := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", p.X,
 		FormatFigure(s.CPUSecondsPer1kRequests*1000), FormatFigure(b.CPUSecondsPer1kRequests*1000), fmt2(p.CPURatio),
 		FormatFigure(s.Overhead.P50US), FormatFigure(b.Overhead.P50US), fmt2(r.P50),
 		FormatFigure(s.Overhead.P99US), FormatFigure(b.Overhead.P99US), fmt2(r.P99),
 		FormatFigure(s.AllocsPerRequest), FormatFigure(b.AllocsPerRequest), fmt2(p.EngineMessagesPerRequest),
-		FormatFigure(p.PerUnit))
-	if m := p.Memory; sweep == ScaleStreams && m != nil {
-		row += fmt.Sprintf("%s\t%s\t", FormatFigure(m.SwitchyardHeapPerStream), FormatFigure(m.BaselineHeapPerStream))
+		fmt2(p.BaselineEngineMessagesPerRequest), perUnitText(p.PerUnit))
+	if sweep == ScaleStreams {
+		if m := p.Memory; m != nil {
+			row += fmt.Sprintf("%s\t%s\t", FormatFigure(m.SwitchyardHeapPerStream), FormatFigure(m.BaselineHeapPerStream))
+		} else {
+			row += "-\t-\t"
+		}
 	}
 	if h := p.HTTP; sweep == ScalePrompt && h != nil {
 		hr := h.OverheadRatio
@@ -90,3 +94,12 @@ func scaleRow(sweep string, p *ScalePoint) string {
 }
 
 func fmt2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// perUnitText is "-" for a point whose per-unit figure is not measured (the heap per
+// stream under MinWeighedStreams).
+func perUnitText(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return FormatFigure(v)
+}

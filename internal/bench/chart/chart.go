@@ -32,6 +32,9 @@ func WritePNG(path string, r *bench.Report) error {
 	if r.KV != nil {
 		return writeKVPNG(path, r)
 	}
+	if r.Scale != nil {
+		return writeScalePNG(path, r)
+	}
 	var plots []*plot.Plot
 	if r.Switchyard != nil {
 		p, err := cdfPlot("dispatch + return (µs)", r.Switchyard.Overhead, baseOf(r, func(b *bench.Phase) bench.Summary { return b.Overhead }))
