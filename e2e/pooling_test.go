@@ -83,7 +83,6 @@ func TestEmbeddingsOpenAISDK(t *testing.T) {
 	}
 }
 
-
 // close32 compares as float32s: the engine's tensor is float32.
 func close32(got, want []float64) bool {
 	if len(got) != len(want) {

@@ -510,4 +510,3 @@ func rows(shape []int64, data []float32) [][]float64 {
 	}
 	return out
 }
-
