@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // wantReported is the Want of a figure that is reported, not judged.
@@ -66,15 +68,36 @@ func joinAnd(s []string) string {
 	return out + " and " + s[len(s)-1]
 }
 
-// Combine folds repeated runs of one configuration into one report: the last
-// run's figures, every run's warnings (numbered), and each target checked in every
-// run, Met only when it held in all of them and there were at least two.
-func Combine(reps []*Report) *Report {
+// AANoise bounds the A/A series: when the median ratio of the baseline against
+// itself is beyond it, either way, the machine's noise is as large as the gaps the
+// ratio targets judge, and a verdict would be the machine's, not the frontend's.
+const AANoise = 1.15
+
+// Verdicts (Target.Verdict).
+const (
+	VerdictMet       = "met"
+	VerdictMissed    = "missed"
+	VerdictTooNoisy  = "too noisy"
+	VerdictNotJudged = "not judged"
+	VerdictReported  = "reported"
+)
+
+// Combine folds repeated runs of one configuration into one report without an A/A
+// series (CombineAA).
+func Combine(reps []*Report) *Report { return CombineAA(reps, nil) }
+
+// CombineAA folds repeated runs of one configuration into one report: the last
+// run's figures, every run's warnings (numbered), and each target judged on the
+// median of its runs' figures (at least two runs). aa are the A/A runs alternated
+// with them: a ratio target's A/A median stands beside its own, and beyond AANoise
+// the target is too noisy to judge.
+func CombineAA(reps, aa []*Report) *Report {
 	if len(reps) == 0 {
 		return nil
 	}
 	out := *reps[len(reps)-1]
 	out.Runs = len(reps)
+	out.AARuns = len(aa)
 	out.Warnings = nil
 	byName := map[string]int{}
 	var ts []Target
@@ -97,21 +120,85 @@ func Combine(reps []*Report) *Report {
 			c := &ts[j]
 			c.Runs += max(t.Runs, 1)
 			c.MetRuns += t.MetRuns
-			if len(t.Gots) > 0 {
-				c.Gots = append(c.Gots, t.Gots...)
-			} else {
-				c.Gots = append(c.Gots, t.Got)
-			}
+			c.Gots = append(c.Gots, runGots(t)...)
 			c.Note = t.Note
+		}
+	}
+	for i, r := range aa {
+		for _, w := range r.Warnings {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("A/A run %d of %d: %s", i+1, len(aa), w))
+		}
+		for _, t := range r.Targets {
+			if j, ok := byName[t.Name]; ok && isRatioTarget(t) {
+				ts[j].AAGots = append(ts[j].AAGots, runGots(t)...)
+			}
 		}
 	}
 	for i := range ts {
 		t := &ts[i]
 		t.Got = median(t.Gots)
-		t.Met = t.Want == wantReported || (t.Runs >= 2 && t.MetRuns == t.Runs)
+		if len(t.AAGots) > 0 {
+			t.AAGot = median(t.AAGots)
+		}
+		judge(t)
 	}
 	out.Targets = ts
 	return &out
+}
+
+// runGots is one report's figures of t: its runs' own, or its one figure.
+func runGots(t Target) []float64 {
+	if len(t.Gots) > 0 {
+		return t.Gots
+	}
+	return []float64{t.Got}
+}
+
+// isRatioTarget: a target stated as a ratio to the baseline, which an A/A run
+// measures too (the baseline against itself).
+func isRatioTarget(t Target) bool { return t.Unit == "x" && t.Want != wantReported }
+
+// judge sets t's verdict: the median of its runs against Want, unless the A/A
+// series beside it is beyond AANoise.
+func judge(t *Target) {
+	switch {
+	case t.Want == wantReported:
+		t.Met, t.Verdict = true, VerdictReported
+	case t.Runs < 2:
+		t.Met, t.Verdict = false, VerdictNotJudged
+	case len(t.AAGots) > 0 && aaNoisy(t.AAGot):
+		t.Met, t.Verdict = false, VerdictTooNoisy
+	default:
+		ok, known := wantHolds(t.Want, t.Got)
+		if !known { // a Want this code cannot read: every run must have held
+			ok = t.MetRuns == t.Runs
+		}
+		t.Met, t.Verdict = ok, VerdictMissed
+		if ok {
+			t.Verdict = VerdictMet
+		}
+	}
+}
+
+// aaNoisy: the baseline against itself is further than AANoise from 1x, either way.
+func aaNoisy(r float64) bool { return r <= 0 || r > AANoise || r < 1/AANoise }
+
+// wantHolds checks got against a Want of the form "<= 1.3x", ">= 1,000,000" or
+// "<= 2048"; known is false for any other form.
+func wantHolds(want string, got float64) (ok, known bool) {
+	op, num, found := strings.Cut(strings.TrimSpace(want), " ")
+	if !found || (op != "<=" && op != ">=") {
+		return false, false
+	}
+	num = strings.TrimSuffix(strings.ReplaceAll(strings.TrimSpace(num), ",", ""), "x")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return false, false
+	}
+	if op == "<=" {
+		return got <= v, true
+	}
+	return got >= v, true
 }
 
 func median(xs []float64) float64 {

@@ -56,6 +56,9 @@ type Report struct {
 	// Runs is how many runs this report combines (Config.Repeat); the latency
 	// figures are the last run's, the targets every run's.
 	Runs int `json:"runs,omitempty"`
+	// AARuns is how many A/A runs (the baseline in switchyard's place) alternated
+	// with them; their ratios are each target's AAGots.
+	AARuns int `json:"aa_runs,omitempty"`
 }
 
 // Machine says where the figures were taken; numbers from different machines do not
@@ -154,8 +157,9 @@ type Target struct {
 	Want string  `json:"want"`
 	Got  float64 `json:"got"`
 	Unit string  `json:"unit"`
-	// Met: the target held in every one of at least two runs (--repeat); a single
-	// run is not judged and has Met false. A "reported" target is always Met.
+	// Met: over at least two runs (--repeat), the median of the runs' figures meets
+	// Want and the A/A series, when there is one, is within AANoise; a single run
+	// is not judged and has Met false. A "reported" target is always Met.
 	Met  bool   `json:"met"`
 	Note string `json:"note,omitempty"`
 	// Runs is how many runs checked the target, MetRuns in how many it held, Gots
@@ -163,6 +167,14 @@ type Target struct {
 	Runs    int       `json:"runs"`
 	MetRuns int       `json:"met_runs"`
 	Gots    []float64 `json:"gots,omitempty"`
+	// AAGot is the median of the same ratio in the A/A series run alternately with
+	// the measured runs (the baseline in switchyard's place), AAGots each A/A run's.
+	AAGot  float64   `json:"aa_got,omitempty"`
+	AAGots []float64 `json:"aa_gots,omitempty"`
+	// Verdict is the judgement in one word: met, missed, too noisy (the A/A
+	// median is beyond AANoise: the machine, not the frontend, decides), not
+	// judged (a single run) or reported.
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // Judged reports whether the target's Met is a verdict: over two runs or more, or

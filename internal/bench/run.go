@@ -60,7 +60,8 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 		return nil, err
 	}
 	opt = opt.withDefaults()
-	var reps []*Report
+	var reps, aa []*Report
+	withAA := false
 	for i := range max(cfg.Repeat, 1) {
 		if i > 0 {
 			opt.Logger.Info("bench: next run", "run", i+1, "of", cfg.Repeat)
@@ -74,8 +75,40 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			return nil, err
 		}
 		reps = append(reps, r)
+		if i == 0 {
+			withAA = wantsAA(cfg, r)
+		}
+		if withAA {
+			// The A/A run right after each measured one: the two series see the
+			// same stretch of the machine's load.
+			opt.linef("A/A run %d of %d (the baseline in switchyard's place)", i+1, cfg.Repeat)
+			runtime.GC()
+			ac := cfg
+			ac.BaselineVsBaseline = true
+			a, err := runOnce(ctx, ac, opt)
+			if err != nil {
+				return nil, fmt.Errorf("A/A run: %w", err)
+			}
+			aa = append(aa, a)
+		}
 	}
-	return Combine(reps), nil
+	return CombineAA(reps, aa), nil
+}
+
+// wantsAA: a repeated run whose first report has ratio targets is judged beside an
+// A/A series, one A/A run after each measured run (CombineAA). An A/A run itself, a
+// calibration with --relay-work and a target outside this process have none.
+func wantsAA(cfg Config, first *Report) bool {
+	if cfg.Repeat < 2 || cfg.BaselineVsBaseline || cfg.RelayWork > 0 || cfg.Mode != ModeEmbedded ||
+		cfg.KV != nil || cfg.Inflight > 0 || (!cfg.Baseline && !cfg.HTTP) {
+		return false
+	}
+	for _, t := range first.Targets {
+		if isRatioTarget(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // runOnce is one run of the configuration.

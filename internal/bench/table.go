@@ -45,6 +45,10 @@ func PrintTable(w io.Writer, r *Report) error {
 	if r.Runs > 1 {
 		fmt.Fprintf(w, "%d runs: the figures below are the last run's, the targets every run's\n", r.Runs)
 	}
+	if r.AARuns > 0 {
+		fmt.Fprintf(w, "%d A/A runs alternated with them: each ratio target is judged on its median, "+
+			"beside the A/A median (beyond %.2fx the run is too noisy to judge)\n", r.AARuns, AANoise)
+	}
 	fmt.Fprintln(w)
 
 	if r.Memory != nil {
@@ -177,8 +181,10 @@ func printWarnings(w io.Writer, ws []string) {
 	}
 }
 
-// printTargets states each target: met or MISSED only over repeated runs (how many
-// held, and each run's figure); a single run's comparison is shown, not judged.
+// printTargets states each target's verdict: over repeated runs the median of the
+// runs' figures against the target, with the A/A series' median beside a ratio
+// target ("too noisy" when it is beyond AANoise); a single run's comparison is
+// shown, not judged.
 func printTargets(w io.Writer, ts []Target) { printTargetsUnder(w, "targets", ts) }
 
 // printTargetsUnder is printTargets under a heading of its own.
@@ -188,37 +194,55 @@ func printTargetsUnder(w io.Writer, heading string, ts []Target) {
 	}
 	fmt.Fprintf(w, "\n%s:\n", heading)
 	for _, t := range ts {
-		var mark, runs string
+		var mark string
+		var notes []string
 		switch {
 		case t.Want == wantReported:
 			mark = "report"
 		case t.Runs < 2:
 			mark = "-"
-			runs = "single run, not judged (--repeat N, N >= 2, judges)"
+			notes = append(notes, "single run, not judged (--repeat N, N >= 2, judges)")
+		case t.Verdict == VerdictTooNoisy:
+			mark = "NOISY"
 		case t.Met:
 			mark = "met"
 		default:
 			mark = "MISSED"
 		}
 		if t.Runs >= 2 && t.Want != wantReported {
-			var gots []string
-			for _, g := range t.Gots {
-				gots = append(gots, FormatFigure(g))
+			notes = append(notes, fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, joinFigures(t.Gots)))
+			switch {
+			case t.Verdict == VerdictTooNoisy:
+				notes = append(notes, fmt.Sprintf("too noisy: A/A median %sx, beyond %.2fx (A/A runs: %s)",
+					FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
+			case len(t.AAGots) > 0:
+				notes = append(notes, fmt.Sprintf("A/A median %sx, within %.2fx (A/A runs: %s)",
+					FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
+			case isRatioTarget(t):
+				notes = append(notes, "no A/A series")
 			}
-			runs = fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, strings.Join(gots, ", "))
 		}
 		got := "got"
 		if t.Runs >= 2 {
 			got = "median"
 		}
 		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", mark, t.Name, got, FormatFigure(t.Got), t.Unit, t.Want)
-		for _, s := range []string{runs, t.Note} {
+		for _, s := range append(notes, t.Note) {
 			if s != "" {
 				fmt.Fprintf(w, " (%s)", s)
 			}
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// joinFigures lists figures for a note.
+func joinFigures(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = FormatFigure(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // printHTTP writes the HTTP comparison: the four phases, then the ratios.
