@@ -244,7 +244,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: def.ShutdownTimeout,
 				Usage:   "on SIGTERM/SIGINT, how long in-flight requests may run before they are aborted",
 				Sources: cli.EnvVars("SWITCHYARD_SHUTDOWN_TIMEOUT")},
-		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry", &c.Bootstrap), pdFlags(&c.PD)...), append(append(o.cluster.flags(), kvFlags(&c.KV)...), o.vllm.flags()...)...)...),
+		}, append(append(registryFlags("bootstrap-", "SWITCHYARD_BOOTSTRAP_", "bootstrap registry", &c.Bootstrap), pdFlags(&c.PD)...), append(append(append(o.cluster.flags(), kvFlags(&c.KV)...), o.vllm.flags()...), loraFlags(&c.LoRA)...)...)...),
 		Action:       func(ctx context.Context, cmd *cli.Command) error { return runServe(ctx, cmd, o) },
 		ArgsUsage:    "[MODEL]",
 		OnUsageError: unknownFlag,

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
+	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -37,9 +38,13 @@ type engineEvents struct {
 	kv *kvroute.Edge
 	// maxModelLen caps the engines' registered context (--max-model-len); 0 = none.
 	maxModelLen int64
+	// lora and loraActivity are set with --enable-lora (lora.go).
+	lora         *lora.Registry
+	loraActivity *lora.Activity
 }
 
 func (h *engineEvents) HandleOutputs(rank int, outs *wire.EngineCoreOutputs) {
+	h.loraOutputs(rank, outs)
 	h.d.HandleOutputs(rank, outs)
 	if c := h.clients.Load(); c != nil {
 		c.EndBatch(rank)
@@ -76,6 +81,7 @@ func (h *engineEvents) EngineUp(rank int, info frontend.EngineInfo) {
 		h.kv.EngineUp(rank, info)
 	}
 	h.d.EngineUpWith(rank, lim)
+	h.loraEngineUp(rank)
 	if h.node != nil {
 		h.node.EngineReady(rank)
 	}
@@ -94,6 +100,7 @@ func (h *engineEvents) EngineDown(rank int, err error) {
 	}
 	h.contexts.set(rank, 0)
 	h.d.EngineDown(rank, err)
+	h.loraEngineDown(rank)
 	if h.kv != nil {
 		h.kv.EngineDown(rank)
 	}

@@ -167,6 +167,8 @@ type Config struct {
 	// --max-model-len, which the engines are given themselves): requests are
 	// checked against the smaller. 0 = the engines' own.
 	MaxModelLen int64
+	// LoRA is --enable-lora, --max-loras and --lora-modules (lora.go).
+	LoRA LoRAConfig
 	// AllowUtilityMethods extends the utility methods msgpack clients may call
 	// (DefaultUtilityMethods).
 	AllowUtilityMethods []string
@@ -252,6 +254,7 @@ func DefaultConfig() Config {
 		LBPolicy:              dispatcher.PolicyLeastLoaded,
 		KV:                    DefaultKVConfig(),
 		MaxLogprobs:           apicore.DefaultMaxLogprobs,
+		LoRA:                  LoRAConfig{MaxLoRAs: DefaultMaxLoRAs},
 		ShutdownTimeout:       30 * time.Second,
 		ReadyTimeout:          30 * time.Second,
 		Bootstrap:             bootstrap.DefaultConfig(),
@@ -345,6 +348,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxModelLen < 0 {
 		return bad("max-model-len", "must be positive, or 0 for the engines' own, got %d", c.MaxModelLen)
+	}
+	if err := c.LoRA.validate(); err != nil {
+		return err
 	}
 	if c.MockTokensPerStep < 1 {
 		return bad("tokens-per-step", "must be at least 1, got %d", c.MockTokensPerStep)

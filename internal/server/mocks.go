@@ -43,6 +43,7 @@ func (s *Server) startMocks(ctx context.Context, ranks int) error {
 			mcfg.Layout = s.cfg.MockLayouts[rank%n]
 		}
 		mcfg.Pooling = s.cfg.MockPooling
+		mcfg.MaxLoRAs = s.cfg.LoRA.mockMaxLoRAs()
 		s.mockKV(&mcfg)
 		s.mocks.Add(1)
 		go func() {

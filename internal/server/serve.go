@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
 	"github.com/switchyard-llm/switchyard/internal/httpapi"
+	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/internal/httpserve"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
 	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
@@ -202,6 +203,12 @@ func (s *Server) startDispatcher(ctx context.Context, loads *loadForward) error 
 		// P/D: the prefill pool is chosen by cache (pd.go), the decode pool by load.
 		dcfg.Policy = dispatcher.PolicyLeastLoaded
 	}
+	if s.events.loraActivity, err = newLoRAActivity(cfg); err != nil {
+		return err
+	}
+	if s.events.loraActivity != nil {
+		dcfg.LoRARouter = &lora.Router{Activity: s.events.loraActivity, Slack: lora.DefaultSlack}
+	}
 	dcfg.StallTimeout = cfg.EngineStallTimeout
 	dcfg.MaxMigrations, dcfg.MigratePinned = cfg.MaxMigrations, cfg.MigratePinned
 	if cfg.MaxMigrations == 0 || cfg.EnableWaves {
@@ -243,6 +250,9 @@ func (s *Server) startDispatcher(ctx context.Context, loads *loadForward) error 
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	loads.d.Store(s.d)
+	if s.events.lora, err = newLoRARegistry(cfg, s.d); err != nil {
+		return err
+	}
 	if err = s.startPrefill(ctx); err != nil { // prefill engines, if any (pd.go)
 		return err
 	}
@@ -385,6 +395,7 @@ func (s *Server) startHTTP(reason func() error, stats *statsLog, tracerProvider 
 		LogRequests: !cfg.DisableLogRequests, Stats: stats, TracerProvider: tracerProvider,
 		Text: cfg.Text, ServedModelName: cfg.ModelName(),
 		CORS: cfg.CORS, RequestIDHeaders: cfg.RequestIDHeaders,
+		LoRA: s.events.lora, LoRAActivity: s.events.loraActivity,
 	})
 	clientConns := 0
 	if cfg.ClientAddress != "" {
