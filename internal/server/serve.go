@@ -26,9 +26,9 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/clientapi"
 	"github.com/switchyard-llm/switchyard/internal/coordinator"
 	"github.com/switchyard-llm/switchyard/internal/httpapi"
-	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/internal/httpserve"
 	"github.com/switchyard-llm/switchyard/internal/kvroute"
+	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 )
 
