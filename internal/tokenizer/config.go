@@ -114,6 +114,7 @@ type component struct {
 
 	// TemplateProcessing
 	Single        []templateItem                `json:"single"`
+	Pair          []templateItem                `json:"pair"`
 	SpecialTokens map[string]templateSpecialTok `json:"special_tokens"`
 
 	// RobertaProcessing, BertProcessing
@@ -128,10 +129,12 @@ type patternJSON struct {
 
 type templateItem struct {
 	SpecialToken *struct {
-		ID string `json:"id"`
+		ID     string `json:"id"`
+		TypeID uint32 `json:"type_id"`
 	} `json:"SpecialToken"`
 	Sequence *struct {
-		ID string `json:"id"`
+		ID     string `json:"id"`
+		TypeID uint32 `json:"type_id"`
 	} `json:"Sequence"`
 }
 

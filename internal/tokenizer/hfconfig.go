@@ -85,5 +85,6 @@ func LoadWithConfig(tokenizerJSON, tokenizerConfigJSON []byte) (*Tokenizer, erro
 		}
 		t.suffixIDs = []int64{id}
 	}
+	t.post = llamaPost(t.prefixIDs, t.suffixIDs)
 	return t, nil
 }

@@ -23,6 +23,7 @@ type Tokenizer struct {
 	addedNrm *addedMatcher // added tokens with normalized=true, matched on normalized text
 
 	prefixIDs, suffixIDs []int64 // post-processor, with add_special_tokens
+	post                 *postTemplate // the post-processor's templates, for pairs and truncation
 
 	idToTok   []string // "" where no token has the id
 	hasID     []bool
@@ -216,7 +217,8 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 			if !seen {
 				return fmt.Errorf("tokenizer: TemplateProcessing single template without the sequence is not supported")
 			}
-			return nil
+			t.post, err = templatePost(c)
+			return err
 		case "RobertaProcessing", "BertProcessing":
 			adds++
 			if c.Cls == nil || c.Sep == nil {
@@ -227,6 +229,7 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 				return fmt.Errorf("tokenizer: post_processor %q: bad cls/sep id", c.Type)
 			}
 			t.prefixIDs, t.suffixIDs = []int64{cls}, []int64{sep}
+			t.post = clsSepPost(c.Type == "RobertaProcessing", cls, sep)
 			return nil
 		}
 		return fmt.Errorf("tokenizer: post_processor %q is not supported", c.Type)
