@@ -358,6 +358,15 @@ func (d *Dispatcher) choose(req *wire.EngineCoreRequest, skip []*engine, now tim
 		}
 		loads = append(loads, l)
 	}
+	if req.LoRA != nil && !req.DataParallelRank.Valid {
+		// An engine whose release's LoRARequest fields are unknown cannot be
+		// sent the adapter; a pinned request is refused at its encoding.
+		for i, e := range engs {
+			if l := e.layout.Load(); l != nil && !l.HasLoRA() {
+				loads[i].Ready = false
+			}
+		}
+	}
 	n := promptLen(req)
 	if req.DataParallelRank.Valid {
 		i, err := pinRank(loads, req.DataParallelRank.Value)

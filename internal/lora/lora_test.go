@@ -52,6 +52,7 @@ type fakeCaller struct {
 	fail  map[int]string // rank -> failure message
 	calls []string       // "method rank arg"
 	value any            // remove_lora's result (default true)
+	old   map[int]bool   // ranks whose layout is v0.18 (no LoRARequest fields)
 }
 
 func (f *fakeCaller) CallUtilityEach(_ context.Context, method string, ranks []int, args dispatcher.UtilityArgs) (dispatcher.UtilityResults, error) {
@@ -63,9 +64,16 @@ func (f *fakeCaller) CallUtilityEach(_ context.Context, method string, ranks []i
 		if ranks != nil && !contains(ranks, r) {
 			continue
 		}
-		raw, err := args(r, wire.Native())
+		lay := wire.Native()
+		if f.old[r] {
+			lay = wire.BuiltinLayout("v0.18")
+		}
+		raw, err := args(r, lay)
 		if err != nil {
-			return res, err
+			x := dispatcher.UtilityResult{Rank: r, Err: &dispatcher.UtilityCallError{Method: method, Rank: r, Cause: err}}
+			res.Results = append(res.Results, x)
+			errs = append(errs, x.Err)
+			continue
 		}
 		arg := ""
 		if method == "add_lora" {
@@ -328,5 +336,26 @@ func TestPrefer(t *testing.T) {
 	r := &Router{Activity: nil}
 	if r.Route(&wire.EngineCoreRequest{LoRA: &wire.LoRARequest{Name: "a"}}, loads, 0) != -1 {
 		t.Error("no activity: no preference")
+	}
+}
+
+func TestRegistrySkipsLayoutsWithoutLoRA(t *testing.T) {
+	f := &fakeCaller{ranks: []int{0, 1}, old: map[int]bool{1: true}}
+	r, _ := New(Config{Caller: f, BaseModel: "base"})
+	if _, e := r.Load(context.Background(), LoadRequest{Name: "a", Path: "/a"}); e != nil {
+		t.Fatalf("a v0.18 engine beside a newest one: %+v", e)
+	}
+	if got := f.take(); strings.Join(got, "|") != "add_lora 0 a#1@/a" {
+		t.Errorf("calls %q", got)
+	}
+	if _, e := r.Unload(context.Background(), UnloadRequest{Name: "a"}); e != nil {
+		t.Fatalf("unload: %+v", e)
+	}
+	if got := f.take(); strings.Join(got, "|") != "remove_lora 0 1" {
+		t.Errorf("calls %q", got)
+	}
+	f.old[0] = true
+	if _, e := r.Load(context.Background(), LoadRequest{Name: "b", Path: "/b"}); e == nil || e.Status != 500 || !strings.Contains(e.Message, "vllm-layout-script") {
+		t.Errorf("only v0.18 engines: %+v", e)
 	}
 }

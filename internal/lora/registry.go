@@ -189,7 +189,7 @@ func (r *Registry) Load(ctx context.Context, req LoadRequest) (string, *Error) {
 	}
 	r.mu.Unlock()
 
-	res, err := r.caller.CallUtilityEach(ctx, "add_lora", nil, argsOf(a.Request()))
+	res, err := partakers(r.caller.CallUtilityEach(ctx, "add_lora", nil, argsOf(a.Request())))
 	if err != nil {
 		r.mu.Lock()
 		if !exists {
@@ -220,7 +220,7 @@ func (r *Registry) undo(a *Adapter, res dispatcher.UtilityResults) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	if _, err := r.caller.CallUtilityEach(ctx, "remove_lora", took, intArg(a.IntID)); err != nil {
+	if _, err := partakers(r.caller.CallUtilityEach(ctx, "remove_lora", took, intArg(a.IntID))); err != nil {
 		r.log.Warn("LoRA adapter: undoing a failed load", "name", a.Name, "err", err)
 	}
 }
@@ -256,8 +256,8 @@ func (r *Registry) Unload(ctx context.Context, req UnloadRequest) (string, *Erro
 	if !ok || a.pending {
 		return "", &Error{http.StatusNotFound, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", req.Name)}
 	}
-	res, err := r.caller.CallUtilityEach(ctx, "remove_lora", nil, intArg(a.IntID))
-	if errors.Is(err, dispatcher.ErrNoEngines) {
+	res, err := partakers(r.caller.CallUtilityEach(ctx, "remove_lora", nil, intArg(a.IntID)))
+	if errors.Is(err, dispatcher.ErrNoEngines) || errors.Is(err, errNoLoRAEngine) {
 		err = nil // nothing holds it: engines that come later are not sent it
 	}
 	var failed []string
@@ -311,8 +311,12 @@ func (r *Registry) EngineUp(rank int) {
 	go func() {
 		for i := range all {
 			ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-			_, err := r.caller.CallUtilityEach(ctx, "add_lora", []int{rank}, argsOf(all[i].Request()))
+			_, err := partakers(r.caller.CallUtilityEach(ctx, "add_lora", []int{rank}, argsOf(all[i].Request())))
 			cancel()
+			if errors.Is(err, errNoLoRAEngine) {
+				r.log.Info("engine takes no LoRA adapters: its release's LoRARequest fields are unknown", "rank", rank)
+				return
+			}
 			if err != nil {
 				r.log.Warn("LoRA adapter not sent to a joining engine (its requests still load it from lora_path)",
 					"rank", rank, "name", all[i].Name, "err", err)
@@ -321,17 +325,59 @@ func (r *Registry) EngineUp(rank int) {
 	}()
 }
 
-// argsOf encodes add_lora's argument in each engine's layout.
+// argsOf encodes add_lora's argument in each engine's layout. An engine whose
+// layout lacks LoRARequest's fields is not called (a *wire.LayoutError in its
+// slot): it is never sent a LoRA request either (the dispatcher skips it).
 func argsOf(lr *wire.LoRARequest) dispatcher.UtilityArgs {
 	return func(_ int, l *wire.Layout) (wire.Raw, error) {
 		return l.AppendLoRAArgs(nil, lr)
 	}
 }
 
-// intArg is the argument array [id] of remove_lora.
+// intArg is the argument array [id] of remove_lora, for the engines that can
+// hold an adapter.
 func intArg(id int64) dispatcher.UtilityArgs {
 	raw := wire.Raw(appendIntArg(nil, id))
-	return func(int, *wire.Layout) (wire.Raw, error) { return raw, nil }
+	return func(_ int, l *wire.Layout) (wire.Raw, error) {
+		if !l.HasLoRA() {
+			return nil, &wire.LayoutError{Layout: l.Name, Field: "lora_request", Msg: "LoRARequest's fields are not known for this vLLM release"}
+		}
+		return raw, nil
+	}
+}
+
+// skipped reports whether an engine's slot failed only because its layout
+// cannot carry LoRA: such engines take no part.
+func skipped(x dispatcher.UtilityResult) bool {
+	var le *wire.LayoutError
+	return x.Err != nil && errors.As(x.Err, &le)
+}
+
+// errNoLoRAEngine: every ready engine's release has unknown LoRARequest fields.
+var errNoLoRAEngine = errors.New("no ready engine can take LoRA adapters: their vLLM releases' LoRARequest fields are unknown; " +
+	"load a layout file generated from their classes (switchyard vllm-layout-script)")
+
+// partakers drops the skipped engines' slots from res; the error is then that of
+// the others (a missing answer stays one), or errNoLoRAEngine when none is left.
+func partakers(res dispatcher.UtilityResults, err error) (dispatcher.UtilityResults, error) {
+	if err == nil || errors.Is(err, dispatcher.ErrNoEngines) {
+		return res, err
+	}
+	kept := make([]dispatcher.UtilityResult, 0, len(res.Results))
+	for _, x := range res.Results {
+		if !skipped(x) {
+			kept = append(kept, x)
+		}
+	}
+	res.Results = kept
+	var timeout *dispatcher.UtilityTimeoutError
+	switch {
+	case errors.As(err, &timeout), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return res, err
+	case len(kept) == 0:
+		return res, errNoLoRAEngine
+	}
+	return res, res.Err()
 }
 
 // appendIntArg writes the one-element array [id] (id >= 1, as ours are).
