@@ -51,8 +51,12 @@ func init() {
 	pairPostProcessors["bert_in_sequence"] = map[string]any{"type": "Sequence", "processors": []any{pairPostProcessors["bert"]}}
 }
 
-func st(id string, ty int) any { return map[string]any{"SpecialToken": map[string]any{"id": id, "type_id": ty}} }
-func sq(id string, ty int) any { return map[string]any{"Sequence": map[string]any{"id": id, "type_id": ty}} }
+func st(id string, ty int) any {
+	return map[string]any{"SpecialToken": map[string]any{"id": id, "type_id": ty}}
+}
+func sq(id string, ty int) any {
+	return map[string]any{"Sequence": map[string]any{"id": id, "type_id": ty}}
+}
 
 func pairCases() []pairCase {
 	texts := []string{

@@ -22,7 +22,7 @@ type Tokenizer struct {
 	addedRaw *addedMatcher // added tokens with normalized=false, matched on the input
 	addedNrm *addedMatcher // added tokens with normalized=true, matched on normalized text
 
-	prefixIDs, suffixIDs []int64 // post-processor, with add_special_tokens
+	prefixIDs, suffixIDs []int64       // post-processor, with add_special_tokens
 	post                 *postTemplate // the post-processor's templates, for pairs and truncation
 
 	idToTok   []string // "" where no token has the id
