@@ -2,6 +2,7 @@ package textgen
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -85,4 +86,26 @@ func benchStopStrings(b *testing.B, n int, search string) {
 func benchReset(d *Detokenizer) {
 	d.text, d.sent, d.nOut = d.text[:0], 0, 0
 	d.node, d.scanned = 0, 0
+}
+
+// BenchmarkCompileStops is the once-per-request cost of the automaton: the
+// benchmark's 256 stop strings, and the largest set (MaxStopSetBytes in 256 strings).
+func BenchmarkCompileStops(b *testing.B) {
+	largest := make([]string, 256)
+	for i := range largest {
+		largest[i] = fmt.Sprintf("%03d%s", i, strings.Repeat(benchWords[i%len(benchWords)], 64))[:MaxStopSetBytes/256]
+	}
+	for _, tc := range []struct {
+		name string
+		stop []string
+	}{{"stops=256", benchStops(256)}, {"largest", largest}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if CompileStops(tc.stop) == nil {
+					b.Fatal("not compiled")
+				}
+			}
+		})
+	}
 }
