@@ -18,7 +18,7 @@ import (
 type scaleOptions struct {
 	sweeps, engines, streams, prompt, clients string
 	quick                                     bool
-	promptRate                                float64
+	promptRate, promptTokenRate               float64
 }
 
 // scaleBenchFlags are `bench --scale`'s flags (docs/benchmarks.md, "How cost grows").
@@ -41,7 +41,10 @@ func scaleBenchFlags(o *benchOptions) []cli.Flag {
 		&cli.StringFlag{Name: "scale-prompt", Destination: &s.prompt, Category: cat, DefaultText: "16,128,1024,4096,16384,32768", Usage: "the prompt sweep's prompt lengths in tokens"},
 		&cli.StringFlag{Name: "scale-clients", Destination: &s.clients, Category: cat, DefaultText: "1,10,100,300,1000", Usage: "the clients sweep's client connections"},
 		&cli.FloatFlag{Name: "scale-prompt-rate", Destination: &s.promptRate, Category: cat, Value: 500,
-			Usage: "the prompt sweep's open-loop rate (its longest prompts are about 100 KB per request on each hop); the sweep also runs each point over HTTP"},
+			Usage: "the prompt sweep's open-loop rate, capped by --scale-prompt-token-rate; the sweep also runs each point over HTTP"},
+		&cli.FloatFlag{Name: "scale-prompt-token-rate", Destination: &s.promptTokenRate, Category: cat, Value: 1e6,
+			Usage: "the prompt sweep's cap in prompt tokens/s: each point runs at the lower of --scale-prompt-rate and this over its length, " +
+				"so the long prompts measure a token's cost, not a saturated machine"},
 	}
 }
 
@@ -67,7 +70,7 @@ func (o *benchOptions) scaleConfig() (bench.Config, error) {
 	set(&c.Warmup, func() { cfg.Warmup = shape.Warmup })
 	set(&c.Duration, func() { cfg.Duration = shape.Duration })
 	sc := bench.DefaultScale(s.quick)
-	sc.PromptRate = s.promptRate
+	sc.PromptRate, sc.PromptTokenRate = s.promptRate, s.promptTokenRate
 	if s.sweeps != "all" && s.sweeps != "" {
 		sc.Sweeps = nil
 		for name := range strings.SplitSeq(s.sweeps, ",") {

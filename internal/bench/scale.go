@@ -34,9 +34,13 @@ type ScaleConfig struct {
 	Streams []int    `json:"streams,omitempty"` // streams held in flight while the load runs
 	Prompt  []int    `json:"prompt,omitempty"`  // prompt tokens
 	Clients []int    `json:"clients,omitempty"` // client connections the load is spread over
-	// PromptRate is the prompt sweep's open-loop rate: a 32,768-token prompt is
-	// about 100 KB on each hop, so the sweep runs below the others' rate.
-	PromptRate float64 `json:"prompt_rate"`
+	// PromptRate is the prompt sweep's open-loop rate, and PromptTokenRate its cap
+	// in prompt tokens per second: a point runs at the lower of PromptRate and
+	// PromptTokenRate over its prompt length, so the long prompts measure the cost
+	// of a token rather than how a machine shared by the client, the engines and
+	// the servers queues when it cannot decode them all.
+	PromptRate      float64 `json:"prompt_rate"`
+	PromptTokenRate float64 `json:"prompt_token_rate"`
 	// HTTP adds the HTTP path to the prompt sweep: switchyard's /v1/completions with
 	// token ids against the HTTP floor, whose body decoding is encoding/json.
 	HTTP  bool `json:"http"`
@@ -47,14 +51,14 @@ type ScaleConfig struct {
 func DefaultScale(quick bool) *ScaleConfig {
 	if quick {
 		return &ScaleConfig{Sweeps: slices.Clone(ScaleSweeps), Engines: []int{1, 8}, Streams: []int{1, 2000},
-			Prompt: []int{16, 2048}, Clients: []int{1, 16}, PromptRate: 500, HTTP: true, Quick: true}
+			Prompt: []int{16, 2048}, Clients: []int{1, 16}, PromptRate: 500, PromptTokenRate: 1e6, HTTP: true, Quick: true}
 	}
 	return &ScaleConfig{Sweeps: slices.Clone(ScaleSweeps),
 		Engines:    []int{1, 2, 4, 8, 16, 32, 64},
 		Streams:    []int{1, 10, 100, 1000, 10_000, 100_000},
 		Prompt:     []int{16, 128, 1024, 4096, 16_384, 32_768},
 		Clients:    []int{1, 10, 100, 300, 1000},
-		PromptRate: 500, HTTP: true}
+		PromptRate: 500, PromptTokenRate: 1e6, HTTP: true}
 }
 
 // ScaleShape sets the per-point load of the sweeps on cfg: an open loop of 2,000
@@ -91,7 +95,7 @@ func (c *Config) validateScale() error {
 	if c.Mode != ModeEmbedded || c.EnginesAsProcesses || c.HTTP || c.Inflight > 0 || c.KV != nil || len(c.Sweep) > 0 {
 		return bad("sweeps", "need the embedded mode with in-process engines, on its own (no --http, --inflight, --sweep or --workload)")
 	}
-	if c.Rate <= 0 || s.PromptRate <= 0 {
+	if c.Rate <= 0 || s.PromptRate <= 0 || s.PromptTokenRate <= 0 {
 		return bad("rate", "the sweeps run an open loop: the rate must be positive")
 	}
 	if len(s.Sweeps) == 0 {
@@ -124,7 +128,7 @@ type ScaleReport struct {
 // ScaleSweep is one sweep: its points in order and how its costs grew.
 type ScaleSweep struct {
 	Name   string       `json:"name"`
-	Rate   float64      `json:"rate"` // offered requests/s at every point
+	Rate   float64      `json:"rate"` // offered requests/s (the prompt sweep's highest; each point has its own)
 	Points []ScalePoint `json:"points"`
 	// Unit names PerUnit: what one point's cost is divided by.
 	Unit string `json:"unit"`
@@ -138,9 +142,10 @@ type ScaleSweep struct {
 
 // ScalePoint is one point of a sweep: switchyard and the relay under the same load.
 type ScalePoint struct {
-	X          int    `json:"x"`
-	Switchyard *Phase `json:"switchyard"`
-	Baseline   *Phase `json:"baseline"`
+	X          int     `json:"x"`
+	Rate       float64 `json:"rate"` // offered requests/s
+	Switchyard *Phase  `json:"switchyard"`
+	Baseline   *Phase  `json:"baseline"`
 	// CPURatio is switchyard's process CPU per request over the relay phase's (both
 	// hold the client and the engines); OverheadRatio the dispatch+return latency's.
 	CPURatio      float64 `json:"cpu_ratio"`
@@ -216,6 +221,9 @@ func runScaleSweep(ctx context.Context, cfg Config, opt Options, name string) (*
 		c := cfg
 		c.Seed = cfg.Seed + uint64(i)
 		c.Rate = s.Rate
+		if name == ScalePrompt {
+			c.Rate = min(sc.PromptRate, sc.PromptTokenRate/float64(x))
+		}
 		sh := scaleRun{clients: 1}
 		if cfg.Profile != "" {
 			sh.profile = fmt.Sprintf("%s.%s-%d", cfg.Profile, name, x)
@@ -240,7 +248,7 @@ func runScaleSweep(ctx context.Context, cfg Config, opt Options, name string) (*
 				return nil, fmt.Errorf("point %d over HTTP: %w", x, err)
 			}
 		}
-		pt.X = x
+		pt.X, pt.Rate = x, c.Rate
 		pt.PerUnit = perUnit(name, pt)
 		s.Points = append(s.Points, *pt)
 	}

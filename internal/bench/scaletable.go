@@ -33,9 +33,17 @@ var scaleHeads = map[string]string{
 }
 
 func printScaleSweep(w io.Writer, s *ScaleSweep) error {
-	fmt.Fprintf(w, "\n%s sweep, %s req/s; per unit: %s\n", s.Name, FormatRate(s.Rate), s.Unit)
+	rate := FormatRate(s.Rate) + " req/s"
+	if s.Name == ScalePrompt {
+		rate = "up to " + rate + " and the prompt-token rate cap"
+	}
+	fmt.Fprintf(w, "\n%s sweep, %s; per unit: %s\n", s.Name, rate, s.Unit)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := scaleHeads[s.Name] + "\tCPU µs/req\trelay\tratio\tp50 µs\trelay\tratio\tp99 µs\trelay\tratio\tallocs/req\trelay\tmsgs/req\trelay\tper unit\t"
+	head := scaleHeads[s.Name] + "\t"
+	if s.Name == ScalePrompt {
+		head += "req/s\t"
+	}
+	head += "CPU µs/req\trelay\tratio\tp50 µs\trelay\tratio\tp99 µs\trelay\tratio\tallocs/req\trelay\tmsgs/req\trelay\tper unit\t"
 	if s.Name == ScaleStreams {
 		head += "heap B/stream\trelay\t"
 	}
@@ -68,7 +76,11 @@ func scaleRow(sweep string, p *ScalePoint) string {
 	if r == nil {
 		r = &Ratio{}
 	}
-	row := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", p.X,
+	row := fmt.Sprintf("%d\t", p.X)
+	if sweep == ScalePrompt {
+		row += FormatFigure(p.Rate) + "\t"
+	}
+	row += fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t",
 		FormatFigure(s.CPUSecondsPer1kRequests*1000), FormatFigure(b.CPUSecondsPer1kRequests*1000), fmt2(p.CPURatio),
 		FormatFigure(s.Overhead.P50US), FormatFigure(b.Overhead.P50US), fmt2(r.P50),
 		FormatFigure(s.Overhead.P99US), FormatFigure(b.Overhead.P99US), fmt2(r.P99),
