@@ -64,6 +64,7 @@ func newTextRun(text *Text, req *CompletionRequest, chat *ChatRequest, id, model
 	run.continuous = req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
 	run.choiceIDs = req.ReturnTokenIDs || text.TokenCompat && chat == nil && req.textPrompts == nil
 	params := req.textParams()
+	params.Stops = textgen.CompileStops(params.Stop) // one automaton for all the choices
 	var chatEcho string
 	if chat != nil {
 		chatEcho = chat.echoText()
