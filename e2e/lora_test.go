@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-llm/switchyard/internal/mockengine"
+)
+
+// TestLoRA: serve --enable-lora with a --lora-modules adapter in front of mock
+// engines of two vLLM releases (newest knows LoRARequest's fields, v0.18's
+// built-in layout does not): /v1/models lists the adapter; a completion naming it
+// reaches a newest engine with the LoRARequest (the mock seeds its answer with
+// the adapter's name), never the v0.18 one, and stays on the engine that served
+// it; the base model's answer is the
+// plain one; load and unload work through every engine (a missing path is the
+// engine's 404), are admin endpoints, and an unknown model is vLLM's 404.
+func TestLoRA(t *testing.T) {
+	dir := t.TempDir()
+	sql, chat := filepath.Join(dir, "sql"), filepath.Join(dir, "chat")
+	for _, d := range []string{sql, chat} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServe(t, "--enable-lora", "--max-loras", "2", "--lora-modules", "sql="+sql,
+		"--mock-engines", "3", "--mock-engine-layouts", "newest,v0.18,newest", "--lb-policy", "round-robin")
+	eventually(t, 30*time.Second, "three engines ready", func() bool {
+		ready := 0
+		for _, e := range s.engines(t) {
+			if e.Ready {
+				ready++
+			}
+		}
+		return ready == 3
+	})
+
+	models := func() map[string][2]string {
+		code, b := s.get(t, "/v1/models")
+		var v struct {
+			Data []struct {
+				ID, Root string
+				Parent   *string
+			}
+		}
+		if err := json.Unmarshal(b, &v); code != 200 || err != nil {
+			t.Fatalf("/v1/models %d %s", code, b)
+		}
+		out := map[string][2]string{}
+		for _, m := range v.Data {
+			p := ""
+			if m.Parent != nil {
+				p = *m.Parent
+			}
+			out[m.ID] = [2]string{m.Root, p}
+		}
+		return out
+	}
+	if m := models(); m["sql"] != [2]string{sql, "switchyard"} || len(m) != 2 {
+		t.Fatalf("/v1/models: %v", m)
+	}
+
+	prompt := []int64{5, 6, 7}
+	complete := func(model string) (int, []int64, string, string) {
+		t.Helper()
+		body := `{"prompt": [5, 6, 7], "max_tokens": 6, "ignore_eos": true, "model": "` + model + `"}`
+		resp, b, err := s.post(context.Background(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c completion
+		_ = json.Unmarshal(b, &c)
+		var toks []int64
+		if len(c.Choices) == 1 {
+			toks = c.Choices[0].TokenIDs
+		}
+		return resp.StatusCode, toks, resp.Header.Get("X-data-parallel-rank"), string(b)
+	}
+	ranks := map[string]bool{}
+	for range 6 {
+		code, toks, rank, b := complete("sql")
+		if code != 200 || !slices.Equal(toks, mockengine.TokensForLoRA("sql", prompt, 6)) {
+			t.Fatalf("model sql: %d %s; want the adapter's tokens %v", code, b, mockengine.TokensForLoRA("sql", prompt, 6))
+		}
+		ranks[rank] = true
+	}
+	// Never rank 1 (its release's LoRARequest fields are unknown); and one rank
+	// only: round-robin alone would alternate 0 and 2, but the LoRA router keeps
+	// sending the adapter where it was just served, that engine being no busier.
+	if ranks["1"] || len(ranks) != 1 {
+		t.Errorf("LoRA requests went to ranks %v; want one of 0 and 2", ranks)
+	}
+	if code, toks, _, b := complete("switchyard"); code != 200 || !slices.Equal(toks, mockengine.TokensFor(prompt, 6)) {
+		t.Fatalf("the base model: %d %s", code, b)
+	}
+	if code, _, _, b := complete("nope"); code != 404 || !strings.Contains(b, "The model `nope` does not exist.") {
+		t.Fatalf("unknown model: %d %s", code, b)
+	}
+
+	admin := func(path, body string, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.url(path), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			sb.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		return resp.StatusCode, sb.String()
+	}
+	load := `{"lora_name": "chat", "lora_path": "` + chat + `"}`
+	if code, b := admin("/v1/load_lora_adapter", load, "X-Forwarded-For", "203.0.113.9"); code != 403 {
+		t.Fatalf("a proxied load (not the admin network): %d %s", code, b)
+	}
+	if code, b := admin("/v1/load_lora_adapter", load); code != 200 || b != "Success: LoRA adapter 'chat' added successfully." {
+		t.Fatalf("load: %d %s", code, b)
+	}
+	if code, b := admin("/v1/load_lora_adapter", load); code != 400 || !strings.Contains(b, "has already been loaded") {
+		t.Fatalf("load again: %d %s", code, b)
+	}
+	if m := models(); m["chat"] != [2]string{chat, "switchyard"} {
+		t.Fatalf("/v1/models after the load: %v", m)
+	}
+	if code, toks, _, b := complete("chat"); code != 200 || !slices.Equal(toks, mockengine.TokensForLoRA("chat", prompt, 6)) {
+		t.Fatalf("model chat: %d %s", code, b)
+	}
+	missing := filepath.Join(dir, "missing")
+	code, b := admin("/v1/load_lora_adapter", `{"lora_name": "gone", "lora_path": "`+missing+`"}`)
+	if code != 404 || !strings.Contains(b, "Loading lora gone failed: No adapter found for "+missing) {
+		t.Fatalf("a path no engine finds: %d %s", code, b)
+	}
+	if code, b := admin("/v1/unload_lora_adapter", `{"lora_name": "chat"}`); code != 200 || b != "Success: LoRA adapter 'chat' removed successfully." {
+		t.Fatalf("unload: %d %s", code, b)
+	}
+	if code, b := admin("/v1/unload_lora_adapter", `{"lora_name": "chat", "lora_int_id": 2}`); code != 404 || !strings.Contains(b, "The lora adapter 'chat' cannot be found.") {
+		t.Fatalf("unload again: %d %s", code, b)
+	}
+	if code, _, _, b := complete("chat"); code != 404 || !strings.Contains(b, "The model `chat` does not exist.") {
+		t.Fatalf("an unloaded adapter: %d %s", code, b)
+	}
+	if m := models(); len(m) != 2 {
+		t.Fatalf("/v1/models after the unload: %v", m)
+	}
+	eventually(t, 10*time.Second, "vllm:lora_requests_info with max_lora 2", func() bool {
+		_, b := s.get(t, "/metrics")
+		return strings.Contains(string(b), `vllm:lora_requests_info{max_lora="2"`)
+	})
+}
