@@ -58,9 +58,15 @@ type Detokenizer struct {
 	// longest stop string minus one, while streaming, so a stop string split across
 	// steps is never sent before it is recognised.
 	holdBack int
-	text     []byte // the output text so far (truncated at a stop string)
-	sent     int    // bytes of text already returned by Next
-	nOut     int64  // output tokens seen, the stop-terminating one included
+	// The held-back tail as last found: text[heldAt:heldTo] holds heldRunes
+	// characters, and text[:heldTo] is UTF-8 unless heldBad. The next tail is found
+	// by moving heldAt forward over the new text instead of walking back over the
+	// whole tail each token (a stop string may be thousands of characters long).
+	heldAt, heldTo, heldRunes int
+	heldBad                   bool
+	text                      []byte // the output text so far (truncated at a stop string)
+	sent                      int    // bytes of text already returned by Next
+	nOut                      int64  // output tokens seen, the stop-terminating one included
 	// spacesBetween false: two added tokens in a row are joined without the space
 	// the decoder puts between them (vLLM's fast path with
 	// spaces_between_special_tokens=False and skip_special_tokens=False).
@@ -217,7 +223,7 @@ func backRunes(text []byte, off, n int) int {
 func (d *Detokenizer) Next(finished bool) string {
 	end := len(d.text)
 	if !finished && d.holdBack > 0 {
-		end = backRunes(d.text, end, d.holdBack)
+		end = d.heldEnd()
 	}
 	if d.sent >= end {
 		return ""
@@ -231,7 +237,7 @@ func (d *Detokenizer) Next(finished bool) string {
 func (d *Detokenizer) AppendNext(dst []byte, finished bool) []byte {
 	end := len(d.text)
 	if !finished && d.holdBack > 0 {
-		end = backRunes(d.text, end, d.holdBack)
+		end = d.heldEnd()
 	}
 	if d.sent >= end {
 		return dst
@@ -239,6 +245,29 @@ func (d *Detokenizer) AppendNext(dst []byte, finished bool) []byte {
 	dst = append(dst, d.text[d.sent:end]...)
 	d.sent = end
 	return dst
+}
+
+// heldEnd is backRunes(d.text, len(d.text), d.holdBack). In UTF-8 a character
+// counted back from the end is one counted forward, so the previous answer moves
+// forward by the new text's characters; text that is not UTF-8, or a text cut
+// shorter, is walked back as before.
+func (d *Detokenizer) heldEnd() int {
+	n := len(d.text)
+	if d.heldBad || n < d.heldTo || !utf8.Valid(d.text[d.heldTo:]) {
+		d.heldBad = true
+		return backRunes(d.text, n, d.holdBack)
+	}
+	d.heldRunes += utf8.RuneCount(d.text[d.heldTo:])
+	d.heldTo = n
+	for ; d.heldRunes > d.holdBack; d.heldRunes-- {
+		if d.text[d.heldAt] < utf8.RuneSelf {
+			d.heldAt++
+			continue
+		}
+		_, size := utf8.DecodeRune(d.text[d.heldAt:])
+		d.heldAt += size
+	}
+	return d.heldAt
 }
 
 // Text is the whole output text so far (truncated at a stop string).

@@ -40,7 +40,8 @@ func benchTok() (Tokenizer, int) { return benchTokenizer{}, len(benchWords) }
 // BenchmarkStopStrings is the cost of one token of one choice: its decoding (an
 // append here), the stop-string check and the streamed chunk, with n stop strings
 // that partly match the text but never end it. Small sets are run with both
-// searches, to place minCompiledStops.
+// searches, to place minCompiledStops; "long" makes one stop string 12 KiB, so the
+// held-back tail is 12 Ki characters.
 func BenchmarkStopStrings(b *testing.B) {
 	for _, n := range []int{0, 1, 2, 4, 16, 256} {
 		for _, search := range []string{"auto", "automaton", "perstring"} {
@@ -48,15 +49,20 @@ func BenchmarkStopStrings(b *testing.B) {
 				continue
 			}
 			b.Run(fmt.Sprintf("stops=%d/%s", n, search), func(b *testing.B) {
-				benchStopStrings(b, n, search)
+				benchStopStrings(b, benchStops(n), search)
 			})
 		}
 	}
+	for _, n := range []int{1, 256} {
+		stops := benchStops(n)
+		stops[0] = strings.Repeat("x", 12<<10)
+		b.Run(fmt.Sprintf("stops=%d/long", n), func(b *testing.B) { benchStopStrings(b, stops, "auto") })
+	}
 }
 
-func benchStopStrings(b *testing.B, n int, search string) {
+func benchStopStrings(b *testing.B, stops []string, search string) {
 	tok, vocab := benchTok()
-	p := Params{Stop: benchStops(n), SkipSpecialTokens: true}
+	p := Params{Stop: stops, SkipSpecialTokens: true}
 	if search == "automaton" {
 		p.Stops = compile(p.Stop)
 	}
@@ -86,6 +92,7 @@ func benchStopStrings(b *testing.B, n int, search string) {
 func benchReset(d *Detokenizer) {
 	d.text, d.sent, d.nOut = d.text[:0], 0, 0
 	d.node, d.scanned = 0, 0
+	d.heldAt, d.heldTo, d.heldRunes = 0, 0, 0
 }
 
 // BenchmarkCompileStops is the once-per-request cost of the automaton: the

@@ -34,20 +34,22 @@ type StopSet struct {
 	out []int32
 }
 
-// Bounds of CompileStops. For one stop string the per-string search is as fast
-// (BenchmarkStopStrings) and needs no automaton; above MaxStopSetBytes of stop strings in all the request
+// Bounds of CompileStops. For one short stop string the per-string search is as
+// fast (BenchmarkStopStrings) and needs no automaton (a long one is walked back over
+// each token); above MaxStopSetBytes of stop strings in all the request
 // keeps it, so the automaton's memory (about 18 bytes a byte of stop strings) is
 // bounded before it is built.
 const (
-	minCompiledStops = 2
-	MaxStopSetBytes  = 16 << 10
+	minCompiledStops   = 2
+	maxSimpleStopBytes = 64
+	MaxStopSetBytes    = 16 << 10
 )
 
 // CompileStops builds the automaton of stop, or returns nil when the per-string
 // search is to be used: too few stop strings, too many bytes of them, or one that is
 // not valid UTF-8. Empty stop strings are ignored, as CheckStopStrings ignores them.
 func CompileStops(stop []string) *StopSet {
-	if len(stop) < minCompiledStops {
+	if len(stop) < minCompiledStops && (len(stop) == 0 || len(stop[0]) <= maxSimpleStopBytes) {
 		return nil
 	}
 	return compile(stop)

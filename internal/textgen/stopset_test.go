@@ -103,7 +103,8 @@ func TestStopSetCheck(t *testing.T) {
 }
 
 // runPair feeds the same steps to a detokenizer with the automaton and one with the
-// per-string search and compares every step's result and streamed text.
+// per-string search and compares every step's result and streamed text (the second
+// also finds the held-back tail by walking back, the first by moving forward).
 func runPair(t *testing.T, pieces []string, stops []string, cuts []int, include bool, minTokens int64, lastStop bool) {
 	t.Helper()
 	tok := &fakeTok{pieces: map[int64]string{}}
@@ -118,6 +119,7 @@ func runPair(t *testing.T, pieces []string, stops []string, cuts []int, include 
 	p.Stops = nil
 	slow := New(tok, nil, p)
 	slow.set = nil
+	slow.heldBad = true // the hold-back walked back over the text each step
 	for i, start := 0, 0; start < len(ids); i++ {
 		end := len(ids)
 		if i < len(cuts) {
@@ -192,6 +194,9 @@ func FuzzStopSet(f *testing.F) {
 func TestCompileStopsBounds(t *testing.T) {
 	if CompileStops([]string{"a"}) != nil {
 		t.Error("one stop string compiled; the per-string search is as fast there")
+	}
+	if CompileStops([]string{strings.Repeat("a", 65)}) == nil {
+		t.Error("one long stop string not compiled; the per-string search walks it back each token")
 	}
 	if CompileStops([]string{"a", "b", "c", "\xff"}) != nil {
 		t.Error("a stop string that is not UTF-8 compiled")
