@@ -20,7 +20,6 @@ package fasthist
 
 import (
 	"math"
-	"sort"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,8 +43,21 @@ func New(upper []float64) *Hist {
 }
 
 // bucket is the first bucket whose upper bound is at least v; NaN and values above
-// the last bound go to +Inf, as prometheus does.
-func (h *Hist) bucket(v float64) int { return sort.SearchFloat64s(h.upper, v) }
+// the last bound go to +Inf, as prometheus does. It is sort.SearchFloat64s written
+// out: the library's goes through sort.Search's closure, an indirect call per step,
+// about a third of an observation's cost on the output path.
+func (h *Hist) bucket(v float64) int {
+	lo, hi := 0, len(h.upper)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if h.upper[m] >= v { // false for NaN: it ends past the last bound
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
 
 // Observe counts v.
 func (h *Hist) Observe(v float64) {

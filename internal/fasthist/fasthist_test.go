@@ -2,6 +2,7 @@ package fasthist
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"testing"
 
@@ -78,6 +79,24 @@ func BenchmarkBatchObserve(b *testing.B) {
 		bt.Observe(h, float64(i%100)/1000)
 		if i%64 == 63 {
 			h.Flush(&bt)
+		}
+	}
+}
+
+// bucket is sort.SearchFloat64s written out: the same index for bounds, values
+// between and beyond them, NaN and the infinities, over bound lists of every length.
+func TestBucketIsSearchFloat64s(t *testing.T) {
+	all := []float64{5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	vals := []float64{math.NaN(), math.Inf(-1), math.Inf(1), -1, 0, 1e-9, 7, 1e9}
+	for _, u := range all {
+		vals = append(vals, u, math.Nextafter(u, 0), math.Nextafter(u, 10))
+	}
+	for n := range len(all) + 1 {
+		h := New(all[:n])
+		for _, v := range vals {
+			if got, want := h.bucket(v), sort.SearchFloat64s(all[:n], v); got != want {
+				t.Errorf("%d bounds, v %v: bucket %d, sort.SearchFloat64s %d", n, v, got, want)
+			}
 		}
 	}
 }
