@@ -181,6 +181,7 @@ type Request struct {
 	queuedTS, scheduledTS float64
 	firstTokTS, lastTokTS float64
 	moved                 bool // engine timestamps came from two engines' clocks
+	pooled                bool // a pooling request: its one output ends the prefill
 }
 
 // Start begins r's state at its arrival with its prompt length and max_tokens.
@@ -212,10 +213,14 @@ func (e *Engine) Output(r *Request, o *wire.EngineCoreOutput, now time.Time, eng
 		}
 	}
 	n := int64(len(o.NewTokenIDs))
-	if n == 0 {
+	// A pooling request's output carries no token but ends its prefill: vLLM
+	// counts its prompt tokens and TTFT from it as from a first token.
+	first := r.numGen == 0 && !r.pooled
+	if n == 0 && (o.PoolingOutput == nil || !first) {
 		return
 	}
-	if r.numGen == 0 {
+	r.pooled = r.pooled || o.PoolingOutput != nil
+	if first {
 		// The first tokens: the prompt was prefilled in this step.
 		ttft := now.Sub(r.arrival).Seconds()
 		e.ttft.Observe(ttft)
@@ -272,7 +277,7 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 		e.prefill.Observe(r.firstTokTS - r.scheduledTS)
 		e.inference.Observe(r.lastTokTS - r.scheduledTS)
 	}
-	if r.numGen > 0 {
+	if r.numGen > 0 || r.pooled {
 		decode := r.lastTokTS - r.firstTokTS
 		e.decode.Observe(decode)
 		if r.numGen > 1 {
