@@ -19,6 +19,12 @@ and output sockets saw, which proves ZMTP heartbeats (enabled on both, every 10 
 on the outputs, so PINGs land between the frames of multipart outputs) are answered
 by switchyard's transport.
 After DIE_AFTER_STEPS steps (0 = never) it sends ENGINE_CORE_DEAD and exits 1.
+
+LoRA, where the layout lists LoRARequest's fields: add_lora's argument and an ADD's
+lora_request are read as msgspec reads vLLM's array_like LoRARequest (positional,
+lora_name and lora_int_id required, each field's type, then __post_init__'s checks);
+add_lora answers the decoded struct as a map (vLLM answers True), and a LoRA request's
+i-th token is 1000 * (1 + lora_int_id) + i.
 """
 import json
 import sys
@@ -33,7 +39,31 @@ layout = json.load(open(sys.argv[4] if len(sys.argv) > 4 else "../wire/layouts/n
 req_idx = {n: i for i, n in enumerate(layout["structs"]["EngineCoreRequest"]["fields"])}
 out_fields = layout["structs"]["EngineCoreOutput"]["fields"]
 out_idx = {n: i for i, n in enumerate(out_fields)}
-methods = set(layout["probe"]["has"]) | {"disconnects", "is_sleeping"}
+methods = set(layout["probe"]["has"]) | {"disconnects", "is_sleeping", "add_lora"}
+lora_fields = layout["structs"].get("LoRARequest", {}).get("fields")
+NONE = type(None)
+LORA_TYPES = {"lora_name": str, "lora_int_id": int, "lora_path": str, "base_model_name": (str, NONE),
+              "tensorizer_config_dict": (dict, NONE), "load_inplace": bool, "is_3d_lora_weight": bool,
+              "lora_local_path": (str, NONE), "long_lora_max_len": (int, NONE)}
+
+
+def lora_request(v):
+    """v as msgspec decodes an array_like LoRARequest of this release, or ValueError."""
+    if lora_fields is None:
+        raise ValueError("this release's LoRARequest fields are unknown")
+    if not isinstance(v, list) or len(v) < 2:
+        raise ValueError("Expected `array` of length >= 2, got %r" % (v,))
+    d = {}
+    for name, x in zip(lora_fields, v):  # extra trailing items are ignored
+        t = LORA_TYPES[name]
+        if (isinstance(x, bool) and t is int) or not isinstance(x, t):
+            raise ValueError("Expected `%s`, got %r - at `$[%s]`" % (t, x, name))
+        d[name] = x
+    if d["lora_int_id"] < 1:
+        raise ValueError("id must be > 0, got %d" % d["lora_int_id"])
+    if not d.get("lora_path"):
+        raise ValueError("lora_path cannot be empty")
+    return d
 ident = rank.to_bytes(2, "little")
 ctx = zmq.Context()
 
@@ -113,7 +143,9 @@ while True:
             if "eos_token_id" in req_idx:
                 eos = body[req_idx["eos_token_id"]]
                 assert eos is None or isinstance(eos, int), eos
-            running[body[req_idx["request_id"]]] = [sp.get("max_tokens", 16), 0, body[req_idx["client_index"]]]
+            lr = body[req_idx["lora_request"]]
+            base = 1000 if lr is None else 1000 * (1 + lora_request(lr)["lora_int_id"])
+            running[body[req_idx["request_id"]]] = [sp.get("max_tokens", 16), 0, body[req_idx["client_index"]], base]
         elif typ == b"\x01":
             for rid in body:
                 running.pop(rid, None)
@@ -123,6 +155,11 @@ while True:
                 reply = [call_id, "Call to %s method failed: 'EngineCoreProc' object has no attribute '%s'" % (method, method), None]
             elif len(args) > 4:  # vLLM asserts the argument count before calling
                 reply = [call_id, "Call to %s method failed: " % method, None]
+            elif method == "add_lora":
+                try:
+                    reply = [call_id, None, [None, lora_request(args[0] if len(args) == 1 else None)]]
+                except ValueError as e:
+                    reply = [call_id, "Call to add_lora method failed: %s" % e, None]
             else:
                 reply = [call_id, None, [None, disconnects] if method == "disconnects" else [None, False]]
             outs[client].send(msgpack.packb([rank, [], None, time.monotonic(), reply]))
@@ -139,7 +176,7 @@ while True:
         outputs = []
         aux = []
         for pos, (rid, st) in enumerate(list(running.items())):
-            tok = 1000 + st[1]
+            tok = st[3] + st[1]
             st[1] += 1
             # routed_experts (pooling_output in releases without it) as a
             # numpy-style ndarray whose data is an aux frame index (frame 0 is the
