@@ -36,9 +36,9 @@ type StopSet struct {
 
 // Bounds of CompileStops. For one short stop string the per-string search is as
 // fast (BenchmarkStopStrings) and needs no automaton (a long one is walked back over
-// each token); above MaxStopSetBytes of stop strings in all the request
-// keeps it, so the automaton's memory (about 18 bytes a byte of stop strings) is
-// bounded before it is built.
+// each token); above MaxStopSetBytes of stop strings in all the request keeps it,
+// so the automaton's memory (about 17 bytes a byte of stop strings kept, 30 during
+// the build) is bounded before it is built.
 const (
 	minCompiledStops   = 2
 	maxSimpleStopBytes = 64
