@@ -58,15 +58,9 @@ type Detokenizer struct {
 	// longest stop string minus one, while streaming, so a stop string split across
 	// steps is never sent before it is recognised.
 	holdBack int
-	// The held-back tail as last found: text[heldAt:heldTo] holds heldRunes
-	// characters, and text[:heldTo] is UTF-8 unless heldBad. The next tail is found
-	// by moving heldAt forward over the new text instead of walking back over the
-	// whole tail each token (a stop string may be thousands of characters long).
-	heldAt, heldTo, heldRunes int
-	heldBad                   bool
-	text                      []byte // the output text so far (truncated at a stop string)
-	sent                      int    // bytes of text already returned by Next
-	nOut                      int64  // output tokens seen, the stop-terminating one included
+	text     []byte // the output text so far (truncated at a stop string)
+	sent     int    // bytes of text already returned by Next
+	nOut     int64  // output tokens seen, the stop-terminating one included
 	// spacesBetween false: two added tokens in a row are joined without the space
 	// the decoder puts between them (vLLM's fast path with
 	// spaces_between_special_tokens=False and skip_special_tokens=False).
@@ -78,6 +72,12 @@ type Detokenizer struct {
 	set     *StopSet
 	node    int32
 	scanned int
+	// The held-back tail as last found: text[heldAt:heldTo] holds heldRunes
+	// characters, and text[:heldTo] is UTF-8 unless heldBad. The next tail is found
+	// by moving heldAt forward over the new text instead of walking back over the
+	// whole tail each token (a stop string may be thousands of characters long).
+	heldAt, heldTo, heldRunes int
+	heldBad                   bool
 }
 
 // New starts the detokenizer of a request whose prompt is prompt.
