@@ -72,6 +72,9 @@ def main():
     lora = optional("vllm.lora.request", "LoRARequest")
     if lora is not None and isinstance(lora, type) and issubclass(lora, msgspec.Struct):
         structs["LoRARequest"] = struct_fields(lora)
+    pooling = optional("vllm.pooling_params", "PoolingParams")
+    if pooling is not None and isinstance(pooling, type) and issubclass(pooling, msgspec.Struct):
+        structs["PoolingParams"] = struct_fields(pooling)
     lists = optional("vllm.v1.outputs", "LogprobsLists")
     if lists is not None:
         structs["LogprobsLists"] = plain_fields(lists)
