@@ -27,6 +27,7 @@ import (
 	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/lora"
 	"github.com/switchyard-llm/switchyard/internal/version"
+	"github.com/switchyard-llm/switchyard/internal/vllmmetrics"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -187,6 +188,12 @@ var routes = map[string]string{
 	"/metrics":             http.MethodGet,
 	"/v1/embeddings":       http.MethodPost,
 	"/pooling":             http.MethodPost,
+	"/classify":            http.MethodPost,
+	"/score":               http.MethodPost,
+	"/v1/score":            http.MethodPost,
+	"/rerank":              http.MethodPost,
+	"/v1/rerank":           http.MethodPost,
+	"/v2/rerank":           http.MethodPost,
 }
 
 // Handler returns the mux: /v1/completions, /v1/engines, /health, /metrics, with
@@ -200,6 +207,13 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("POST /detokenize", a.metrics.wrap("detokenize", http.HandlerFunc(a.detokenize)))
 	mux.Handle("POST /v1/embeddings", a.metrics.wrap("embeddings", http.HandlerFunc(a.embeddings)))
 	mux.Handle("POST /pooling", a.metrics.wrap("pooling", http.HandlerFunc(a.poolingAPI)))
+	mux.Handle("POST /classify", a.metrics.wrap("classify", http.HandlerFunc(a.classifyAPI)))
+	for _, p := range []string{"/score", "/v1/score"} {
+		mux.Handle("POST "+p, a.metrics.wrap("score", http.HandlerFunc(a.scoreAPI)))
+	}
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		mux.Handle("POST "+p, a.metrics.wrap("rerank", http.HandlerFunc(a.rerankAPI)))
+	}
 	mux.Handle("GET /v1/engines", a.metrics.wrap("engines", http.HandlerFunc(a.listEngines)))
 	mux.Handle("GET /health", a.metrics.wrap("health", http.HandlerFunc(a.health)))
 	mux.Handle("GET /ping", a.metrics.wrap("ping", http.HandlerFunc(a.ping)))
@@ -526,8 +540,15 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 			s.Close() // no-op for finished requests; aborts the rest on early return
 		}
 	}()
-	for _, er := range ereqs {
-		s, err := a.d.Submit(ctx, er)
+	// Each prompt's n choices are one client request for the vllm:* series
+	// (its n, its longest choice), recorded when its last choice finishes.
+	n := int(req.Choices())
+	var parent *vllmmetrics.Parent
+	for i, er := range ereqs {
+		if i%n == 0 {
+			parent = vllmmetrics.NewParent(n)
+		}
+		s, err := a.d.Submit(dispatcher.WithParent(ctx, parent), er)
 		if err != nil {
 			writeError(w, a.submitError(err))
 			return
@@ -541,9 +562,6 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 	if len(streams) > 0 {
 		w.Header().Set(RankHeader, strconv.Itoa(streams[0].Rank()))
 		span.Dispatched(streams[0].Rank())
-		for range prompts { // vLLM records each prompt's parent request's n
-			a.d.ObserveParamsN(streams[0].Rank(), int(req.Choices()))
-		}
 	}
 	c = newCompletion(t.visibleID(), a.responseModel(req.Model), a.now().Unix(), prompts, int(req.Choices()))
 	if ai := accessOf(r.Context()); ai != nil {

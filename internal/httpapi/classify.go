@@ -1,0 +1,217 @@
+package httpapi
+
+// POST /classify: vLLM's classification API. Each input (a string, a list of
+// strings, a list of token ids or a list of token id lists) is one engine request
+// with task classify; the engine answers the class probabilities (its activation,
+// unless use_activation is false), and the answer names the most likely class by
+// the model's id2label.
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/switchyard-llm/switchyard/wire"
+)
+
+// classifyRequest is vLLM's ClassificationCompletionRequest.
+type classifyRequest struct {
+	Model                string
+	Input                json.RawMessage
+	TruncatePromptTokens *int64
+	TruncationSide       *string
+	AddSpecialTokens     *bool
+	UseActivation        *bool
+	Priority             *int64
+	RequestID            *string
+	Normalize            json.RawMessage
+	Messages             json.RawMessage
+}
+
+func (r *classifyRequest) field(key string) any {
+	switch key {
+	case "model":
+		return &r.Model
+	case "input":
+		return &r.Input
+	case "truncate_prompt_tokens":
+		return &r.TruncatePromptTokens
+	case "truncation_side":
+		return &r.TruncationSide
+	case "add_special_tokens":
+		return &r.AddSpecialTokens
+	case "use_activation":
+		return &r.UseActivation
+	case "priority":
+		return &r.Priority
+	case "request_id":
+		return &r.RequestID
+	case "normalize":
+		return &r.Normalize
+	case "messages":
+		return &r.Messages
+	}
+	return nil
+}
+
+// classifyData is vLLM's ClassificationData, keys in its order.
+type classifyData struct {
+	Index      int       `json:"index"`
+	Label      *string   `json:"label"`
+	Probs      []float64 `json:"probs"`
+	NumClasses int       `json:"num_classes"`
+}
+
+type classifyResponse struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
+	Data    []classifyData `json:"data"`
+	Usage   pooledUsage    `json:"usage"`
+}
+
+func (a *API) classifyAPI(w http.ResponseWriter, r *http.Request) {
+	release, ok := a.admit(w)
+	if !ok {
+		return
+	}
+	defer release()
+	tasks, apiErr := a.supportedTasks(r.Context())
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	if !slices.Contains(tasks, "classify") {
+		writeNotFound(w) // vLLM registers /classify only for models that classify
+		return
+	}
+	var req classifyRequest
+	if e := a.decodeSmall(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	job, apiErr := a.classifyJobOf(r, &req)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	more, ok := a.admitChoices(w, httpClientKey(r), len(job.Prompts), 1)
+	if !ok {
+		return
+	}
+	defer more()
+	answers, apiErr := a.pool(r.Context(), job)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	id, apiErr := headerRequestID(r, "classify-")
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	if id == "" {
+		id = randomID("classify-")
+	}
+	writeJSON(w, http.StatusOK, a.classifyResponseOf(id, answers))
+}
+
+func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *APIError) {
+	var job poolJob
+	if e := a.checkPoolModel(req.Model); e != nil {
+		return job, e
+	}
+	if req.Normalize != nil {
+		return job, badRequest("normalize", "Parameter `normalize` was removed; use `use_activation` instead.")
+	}
+	if req.Messages != nil {
+		return job, badRequest("messages", "messages: classification of a conversation is not supported by switchyard; send input")
+	}
+	tp := &tokParams{maxLen: a.maxModelLen(), truncate: req.TruncatePromptTokens, tokLeft: a.poolModelInfo().truncLeft}
+	if req.TruncationSide != nil {
+		tp.side = *req.TruncationSide
+	}
+	if apiErr := tp.validate(); apiErr != nil {
+		return job, apiErr
+	}
+	prompts, apiErr := a.classifyPrompts(req, tp)
+	if apiErr != nil {
+		return job, apiErr
+	}
+	job.Prompts = prompts
+	job.Params = wire.PoolingParams{Task: "classify", Activation: wire.OptBool{Value: true, Valid: true}}
+	if req.UseActivation != nil {
+		job.Params.Activation.Value = *req.UseActivation
+	}
+	return job, a.jobRouting(r, &job, req.Priority, req.RequestID, "classify-")
+}
+
+// classifyPrompts reads input as vLLM's prompt_to_seq does and tokenizes the texts.
+func (a *API) classifyPrompts(req *classifyRequest, tp *tokParams) ([][]int64, *APIError) {
+	if req.Input == nil {
+		return nil, badRequest("input", "Field required: input")
+	}
+	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+	var one string
+	var strs []string
+	var lists [][]int64
+	var prompts [][]int64
+	// A failed Unmarshal may leave a partly filled slice: each form decodes into its own.
+	if json.Unmarshal(req.Input, &one) == nil {
+		strs = []string{one}
+	} else if v := []int64(nil); json.Unmarshal(req.Input, &v) == nil && len(v) > 0 {
+		lists = [][]int64{v}
+	} else if v := []string(nil); json.Unmarshal(req.Input, &v) == nil && len(v) > 0 {
+		strs = v
+	} else if v := [][]int64(nil); json.Unmarshal(req.Input, &v) == nil && len(v) > 0 {
+		lists = v
+	} else if string(req.Input) == "[]" {
+		return nil, badRequest("input", "You must pass at least one prompt")
+	} else {
+		return nil, badRequest("input", "input must be a string, a list of strings, a list of token ids or a list of token id lists")
+	}
+	if n := len(strs) + len(lists); n > MaxChoices {
+		return nil, badRequest("input", "input has %d items, more than the limit of %d", n, MaxChoices)
+	}
+	for _, s := range strs {
+		p, apiErr := a.encodeOne("input", s, addSpecial, tp)
+		if apiErr != nil {
+			return nil, apiErr
+		}
+		prompts = append(prompts, p)
+	}
+	for _, l := range lists {
+		if len(l) == 0 || slices.ContainsFunc(l, func(id int64) bool { return id < 0 }) {
+			return nil, badRequest("input", "token ids must be a non-empty list of non-negative integers")
+		}
+		p, _, apiErr := tp.after(l, nil)
+		if apiErr != nil {
+			return nil, apiErr
+		}
+		prompts = append(prompts, p)
+	}
+	return prompts, nil
+}
+
+func (a *API) classifyResponseOf(id string, answers []pooled) classifyResponse {
+	m := a.poolModelInfo()
+	resp := classifyResponse{ID: id, Object: "list", Created: a.now().Unix(), Model: a.poolModelName(),
+		Data: make([]classifyData, len(answers))}
+	for i, p := range answers {
+		best := 0
+		for j, v := range p.Data {
+			if v > p.Data[best] {
+				best = j // np.argmax: the first of equal maxima
+			}
+		}
+		d := classifyData{Index: i, Probs: float64s(p.Data), NumClasses: len(p.Data)}
+		if len(p.Data) > 0 {
+			d.Label = m.label(best)
+		}
+		resp.Data[i] = d
+		resp.Usage.PromptTokens += p.PromptTokens
+	}
+	resp.Usage.TotalTokens = resp.Usage.PromptTokens
+	return resp
+}
