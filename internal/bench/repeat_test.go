@@ -209,3 +209,19 @@ func TestWantsAA(t *testing.T) {
 		t.Error("an A/A series for a run without ratio targets")
 	}
 }
+
+// Only ratios to the baseline have an A/A counterpart; the kv targets' ratios do not.
+func TestRatioTargets(t *testing.T) {
+	for name, want := range map[string]bool{
+		"dispatch+return p50 vs relay": true, "HTTP JSON CPU per request vs floor": true,
+		"HTTP SSE latency overhead p99 vs floor": true, "kv hit ratio vs the oracle": false,
+		"kv TTFT p50 vs least-loaded": false, "kv busiest engine vs the mean": false,
+	} {
+		if got := isRatioTarget(Target{Name: name, Unit: "x", Want: "<= 2x"}); got != want {
+			t.Errorf("%s: isRatioTarget %v", name, got)
+		}
+	}
+	if isRatioTarget(Target{Name: "output tokens/s routed to client streams", Unit: "tokens/s", Want: ">= 1,000,000"}) {
+		t.Error("a throughput is a ratio target")
+	}
+}
