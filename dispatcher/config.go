@@ -42,6 +42,23 @@ func WithClient(ctx context.Context, client uint64) context.Context {
 	return context.WithValue(ctx, clientKey{}, client)
 }
 
+type parentKey struct{}
+
+// WithParent returns a ctx whose submissions are choices of one client request
+// the caller fanned out (vllmmetrics.Parent): the vllm:* series record the
+// request, not each choice, for its n and its longest choice.
+func WithParent(ctx context.Context, p *vllmmetrics.Parent) context.Context {
+	return context.WithValue(ctx, parentKey{}, p)
+}
+
+func parentOf(ctx context.Context) *vllmmetrics.Parent {
+	if ctx == nil {
+		return nil
+	}
+	p, _ := ctx.Value(parentKey{}).(*vllmmetrics.Parent)
+	return p
+}
+
 func clientOf(ctx context.Context) (uint64, bool) {
 	c, ok := ctx.Value(clientKey{}).(uint64)
 	return c, ok

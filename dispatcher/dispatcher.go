@@ -194,6 +194,7 @@ func (d *Dispatcher) submit(req *wire.EngineCoreRequest, r *request, ctx context
 			maxTokens = req.Sampling.MaxTokens.Value
 		}
 		r.vs.Start(start, promptLen(req), maxTokens)
+		r.vs.SetParent(parentOf(ctx))
 	}
 	if d.migrating(req) {
 		r.migrating, r.orig = true, &origCopy{req: req}

@@ -12,6 +12,7 @@ package vllmmetrics
 import (
 	"github.com/switchyard-llm/switchyard/internal/fasthist"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -180,8 +181,41 @@ type Request struct {
 	numGen                int64
 	queuedTS, scheduledTS float64
 	firstTokTS, lastTokTS float64
-	moved                 bool // engine timestamps came from two engines' clocks
-	pooled                bool // a pooling request: its one output ends the prefill
+	moved                 bool    // engine timestamps came from two engines' clocks
+	pooled                bool    // a pooling request: its one output ends the prefill
+	parent                *Parent // the client request r is one choice of; nil = its own
+}
+
+// Parent is a client request the frontend fanned out into n engine requests
+// (vLLM's ParentRequest): vllm:request_max_num_generation_tokens and
+// vllm:request_params_n are recorded once for it, when its last choice
+// finishes, with the most tokens any choice generated and its n. Its choices
+// may finish on several engines at once.
+type Parent struct {
+	n      int64
+	left   atomic.Int64
+	maxGen atomic.Int64
+}
+
+// NewParent is a client request of n choices.
+func NewParent(n int) *Parent {
+	p := &Parent{n: int64(n)}
+	p.left.Store(int64(n))
+	return p
+}
+
+// SetParent makes r one choice of p (nil: a request of its own).
+func (r *Request) SetParent(p *Parent) { r.parent = p }
+
+// finishChoice records one finished choice of p with numGen tokens; the last
+// one records p.
+func (e *Engine) finishChoice(p *Parent, numGen int64) {
+	for cur := p.maxGen.Load(); numGen > cur && !p.maxGen.CompareAndSwap(cur, numGen); cur = p.maxGen.Load() {
+	}
+	if p.left.Add(-1) == 0 {
+		e.maxGen.Observe(float64(p.maxGen.Load()))
+		e.paramsN.Observe(float64(p.n))
+	}
 }
 
 // Start begins r's state at its arrival with its prompt length and max_tokens.
@@ -265,8 +299,15 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 	if r.maxTokens > 0 {
 		e.maxTokens.Observe(float64(r.maxTokens))
 	}
-	// The most tokens any sequence of the request generated: one sequence here.
-	e.maxGen.Observe(float64(r.numGen))
+	if r.parent != nil {
+		e.finishChoice(r.parent, r.numGen)
+	} else {
+		// A request of its own (the client protocol's: clients fan out
+		// themselves): one sequence, n = 1, as vLLM records a request without a
+		// parent.
+		e.maxGen.Observe(float64(r.numGen))
+		e.paramsN.Observe(1)
+	}
 	if r.moved {
 		return
 	}
