@@ -194,46 +194,55 @@ func printTargetsUnder(w io.Writer, heading string, ts []Target) {
 	}
 	fmt.Fprintf(w, "\n%s:\n", heading)
 	for _, t := range ts {
-		var mark string
-		var notes []string
-		switch {
-		case t.Want == wantReported:
-			mark = "report"
-		case t.Runs < 2:
-			mark = "-"
-			notes = append(notes, "single run, not judged (--repeat N, N >= 2, judges)")
-		case t.Verdict == VerdictTooNoisy:
-			mark = "NOISY"
-		case t.Met:
-			mark = "met"
-		default:
-			mark = "MISSED"
-		}
-		if t.Runs >= 2 && t.Want != wantReported {
-			notes = append(notes, fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, joinFigures(t.Gots)))
-			switch {
-			case t.Verdict == VerdictTooNoisy:
-				notes = append(notes, fmt.Sprintf("too noisy: A/A median %sx, beyond %.2fx (A/A runs: %s)",
-					FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
-			case len(t.AAGots) > 0:
-				notes = append(notes, fmt.Sprintf("A/A median %sx, within %.2fx (A/A runs: %s)",
-					FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
-			case isRatioTarget(t):
-				notes = append(notes, "no A/A series")
-			}
-		}
 		got := "got"
 		if t.Runs >= 2 {
 			got = "median"
 		}
-		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", mark, t.Name, got, FormatFigure(t.Got), t.Unit, t.Want)
-		for _, s := range append(notes, t.Note) {
+		fmt.Fprintf(w, "  %-6s %s: %s %s %s, want %s", targetMark(t), t.Name, got, FormatFigure(t.Got), t.Unit, t.Want)
+		for _, s := range append(targetNotes(t), t.Note) {
 			if s != "" {
 				fmt.Fprintf(w, " (%s)", s)
 			}
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// targetMark is the verdict's column: met, MISSED, NOISY, report, or - (one run).
+func targetMark(t Target) string {
+	switch {
+	case t.Want == wantReported:
+		return "report"
+	case t.Runs < 2:
+		return "-"
+	case t.Verdict == VerdictTooNoisy:
+		return "NOISY"
+	case t.Met:
+		return "met"
+	}
+	return "MISSED"
+}
+
+// targetNotes say what the verdict rests on: the runs' figures and the A/A series'.
+func targetNotes(t Target) []string {
+	if t.Want == wantReported {
+		return nil
+	}
+	if t.Runs < 2 {
+		return []string{"single run, not judged (--repeat N, N >= 2, judges)"}
+	}
+	notes := []string{fmt.Sprintf("held in %d of %d runs: %s", t.MetRuns, t.Runs, joinFigures(t.Gots))}
+	switch {
+	case t.Verdict == VerdictTooNoisy:
+		notes = append(notes, fmt.Sprintf("too noisy: A/A median %sx, beyond %.2fx (A/A runs: %s)",
+			FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
+	case len(t.AAGots) > 0:
+		notes = append(notes, fmt.Sprintf("A/A median %sx, within %.2fx (A/A runs: %s)",
+			FormatFigure(t.AAGot), AANoise, joinFigures(t.AAGots)))
+	case isRatioTarget(t):
+		notes = append(notes, "no A/A series")
+	}
+	return notes
 }
 
 // joinFigures lists figures for a note.
