@@ -268,3 +268,30 @@ func TestPoolingEndpoint(t *testing.T) {
 		t.Fatalf("%d %v", code, m)
 	}
 }
+
+// The cost of one /v1/embeddings request of 4 token-id inputs through the
+// handler, the dispatcher and the wire codecs (engines answered in process).
+func BenchmarkEmbeddings(b *testing.B) {
+	f := &poolEngines{tasks: []string{"embed"}, model: &mockengine.PoolingModel{Hidden: 768}}
+	f.answer = f.mockAnswer
+	d, err := dispatcher.New(dispatcher.Config{}, f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.d = d
+	d.EngineUp(0)
+	defer func() { d.Close(); f.wg.Wait() }()
+	h := NewAPI(APIConfig{Dispatcher: d, Engines: func() []EngineView { return []EngineView{{Rank: 0, Ready: true}} }}).Handler()
+	body := `{"input": [[1,2,3,4,5,6,7,8],[9,10,11,12],[13,14],[15,16,17]]}`
+	b.ReportAllocs()
+	for b.Loop() {
+		f.mu.Lock()
+		f.seen = f.seen[:0]
+		f.mu.Unlock()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/embeddings", strings.NewReader(body)))
+		if w.Code != 200 {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+}
