@@ -45,7 +45,7 @@ func TestServeFromEnvironment(t *testing.T) {
 		"SWITCHYARD_HTTP_ADDRESS=127.0.0.1:0", "SWITCHYARD_CLIENT_ADDRESS=tcp://127.0.0.1:0",
 		"SWITCHYARD_MOCK_ENGINES=1", "SWITCHYARD_LB_POLICY=round-robin",
 	}, "serve")
-	line := p.waitLog("serving", 30*time.Second)
+	line := p.waitLog("serving", serveStartWait)
 	if line["engines"] != 1.0 || line["lb_policy"] != "round-robin" {
 		t.Errorf("serving with %v engines, policy %v; want 1, round-robin", line["engines"], line["lb_policy"])
 	}

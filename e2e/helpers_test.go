@@ -190,13 +190,18 @@ type server struct {
 	http, client, handshake string
 }
 
+// serveStartWait bounds a serve's start. A text-mode serve loads a real
+// model's tokenizer and chat template in a race-instrumented binary, which on
+// a 2-core machine busy with other test packages has taken over 30 s.
+const serveStartWait = 120 * time.Second
+
 // startServe runs serve on free loopback ports and waits until it serves.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	args = append([]string{"serve", "--http-address", "127.0.0.1:0", "--client-address", "tcp://127.0.0.1:0"}, args...)
 	p := start(t, "serve", args...)
 	s := &server{proc: p}
-	line := p.waitLog("serving", 30*time.Second)
+	line := p.waitLog("serving", serveStartWait)
 	s.http = strings.TrimPrefix(line["http"].(string), "http://")
 	if l := p.waitLog("client protocol listening", time.Second); l != nil {
 		s.client = l["address"].(string)

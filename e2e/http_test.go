@@ -110,7 +110,7 @@ func TestEmbeddedDefaultHTTP(t *testing.T) {
 func TestAPIKeyFromEnv(t *testing.T) {
 	p := startEnv(t, "serve", []string{"VLLM_API_KEY=env-key", "SWITCHYARD_ADMIN_TOKEN=env-admin"}, "serve", "--http-address", "127.0.0.1:0", "--client-address", "")
 	s := &server{proc: p}
-	s.http = strings.TrimPrefix(p.waitLog("serving", 30*time.Second)["http"].(string), "http://")
+	s.http = strings.TrimPrefix(p.waitLog("serving", serveStartWait)["http"].(string), "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if resp, _, err := s.post(ctx, `{"prompt": [1], "max_tokens": 1}`); err != nil || resp.StatusCode != 401 {
