@@ -11,6 +11,7 @@ package vllmmetrics
 
 import (
 	"github.com/switchyard-llm/switchyard/internal/fasthist"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -177,7 +178,7 @@ func (e *Engine) Scheduler(st *wire.SchedulerStats) {
 // queue, prefill, decode and inference intervals.
 type Request struct {
 	arrival, lastTok      time.Time
-	promptLen, maxTokens  int64
+	promptLen, maxTokens  int32 // int32 (Start clamps): the dispatcher's request must stay in its size class
 	numGen                int64
 	queuedTS, scheduledTS float64
 	firstTokTS, lastTokTS float64
@@ -204,6 +205,10 @@ func NewParent(n int) *Parent {
 	return p
 }
 
+// clamp32 bounds a token count to int32: prompts are far shorter, and a larger
+// max_tokens lands in the same (+Inf) bucket.
+func clamp32(v int64) int32 { return int32(min(max(v, 0), math.MaxInt32)) }
+
 // SetParent makes r one choice of p (nil: a request of its own).
 func (r *Request) SetParent(p *Parent) { r.parent = p }
 
@@ -220,7 +225,7 @@ func (e *Engine) finishChoice(p *Parent, numGen int64) {
 
 // Start begins r's state at its arrival with its prompt length and max_tokens.
 func (r *Request) Start(arrival time.Time, promptLen, maxTokens int64) {
-	*r = Request{arrival: arrival, promptLen: promptLen, maxTokens: maxTokens}
+	*r = Request{arrival: arrival, promptLen: clamp32(promptLen), maxTokens: clamp32(maxTokens)}
 }
 
 // Moved notes that r moved to another engine (the dispatcher's migration): its
