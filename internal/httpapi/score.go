@@ -10,12 +10,12 @@ package httpapi
 // of the two vectors. Models that serve neither have no such routes: 404, as vLLM.
 
 import (
+	"context"
 	"encoding/json"
-	"math"
 	"net/http"
-	"sort"
 	"strings"
 
+	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 	"github.com/switchyard-llm/switchyard/internal/tokenizer"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -42,6 +42,8 @@ type scoreRequest struct {
 	Priority             *int64
 	RequestID            *string
 	Normalize            json.RawMessage
+	Instruction          *string
+	ChatTemplateKwargs   json.RawMessage
 }
 
 func (r *scoreRequest) field(key string) any {
@@ -82,6 +84,10 @@ func (r *scoreRequest) field(key string) any {
 		return &r.RequestID
 	case "normalize":
 		return &r.Normalize
+	case "instruction":
+		return &r.Instruction
+	case "chat_template_kwargs":
+		return &r.ChatTemplateKwargs
 	}
 	return nil // vLLM ignores unknown fields (return_documents, user, ...)
 }
@@ -137,6 +143,7 @@ type scorePlan struct {
 	padExtra int      // bi-encoder usage: the pad token vLLM counts between the two texts
 	docs     []string // rerank: the documents, for the answer
 	topN     int64
+	kwargs   map[string]any // the score template's chat_template_kwargs
 }
 
 func (a *API) serveScore(w http.ResponseWriter, r *http.Request, rerank bool) {
@@ -337,8 +344,11 @@ func (a *API) scorePlanOf(r *http.Request, req *scoreRequest, kind scoreKind, re
 	if req.UseActivation != nil {
 		job.Params.Activation.Value = *req.UseActivation
 	}
+	if plan.kwargs, apiErr = scoreKwargs(req); apiErr != nil {
+		return nil, apiErr
+	}
 	if kind.cross {
-		apiErr = a.crossPrompts(plan, q, d, tp, maxQ, maxD)
+		apiErr = a.crossPrompts(r.Context(), plan, q, d, tp, maxQ, maxD)
 	} else {
 		apiErr = a.biPrompts(plan, q, d, tp, maxQ, maxD)
 	}
@@ -371,13 +381,15 @@ func (a *API) jobRouting(r *http.Request, job *poolJob, priority *int64, request
 }
 
 // crossPrompts tokenizes each (query, document) pair as vLLM's cross-encoder
-// does: tokenizer(text=query, text_pair=document) with the request's truncation,
-// or only the document cut when max_tokens_per_doc is set.
-func (a *API) crossPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, maxD int) *APIError {
+// does: through --chat-template when given (roles query and document), else
+// tokenizer(text=query, text_pair=document), or query + document as one text for a
+// model whose config.json sets use_sep_token false (an LLM as reranker).
+func (a *API) crossPrompts(ctx context.Context, plan *scorePlan, q, d []string, tp *tokParams, maxQ, maxD int) *APIError {
 	pt, ok := a.pairTok()
 	if !ok {
 		return errNeedsTokenizer("documents")
 	}
+	sep := a.poolModelInfo().sepToken
 	plan.nPairs = len(d)
 	for i, doc := range d {
 		query := q[0]
@@ -391,23 +403,25 @@ func (a *API) crossPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, 
 				}
 			}
 		}
-		query = a.cutText(pt, query, maxQ)
-		tr := tp.cut()
-		if maxD > 0 {
-			// vLLM: only the document is cut, to the query's tokens + max_tokens_per_doc +
-			// the pair's special tokens (or the request's own cut, if smaller).
-			limit := len(a.text.Tokenizer.Encode(query, false)) + maxD + pt.NumSpecialTokensToAdd(true)
-			if tr.MaxLength > 0 {
-				limit = min(limit, tr.MaxLength)
-			}
-			tr = tokenizer.Truncation{MaxLength: limit, Strategy: tokenizer.OnlySecond, Left: tp.tokLeft}
+		query = a.cutText(query, maxQ)
+		if !sep || a.text.ScoreTemplate != nil {
+			doc = a.cutText(doc, maxD) // the pair template's path cuts the ids instead
 		}
-		ids, types, err := pt.EncodePair(query, doc, true, tr)
-		if err != nil {
-			return badRequest("documents", "%v", err)
+		var ids []int64
+		var types []uint8
+		var apiErr *APIError
+		switch {
+		case a.text.ScoreTemplate != nil:
+			ids, apiErr = a.templatePair(ctx, pt, plan.kwargs, query, doc, tp)
+		case sep:
+			ids, types, apiErr = a.sepPair(pt, query, doc, tp, maxD)
+		default:
+			ids, apiErr = a.joinedPair(pt, query, doc, tp, maxD)
 		}
-		ids, types, apiErr := tp.after(ids, types)
 		if apiErr != nil {
+			return apiErr
+		}
+		if ids, types, apiErr = tp.after(ids, types); apiErr != nil {
 			return apiErr
 		}
 		if _, ok := typeSplit(types); !ok && a.poolModelInfo().typeIDs {
@@ -418,10 +432,95 @@ func (a *API) crossPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, 
 	return nil
 }
 
+// sepPair is tokenizer(text=query, text_pair=doc): with max_tokens_per_doc only the
+// document is cut, to the query's tokens + max_tokens_per_doc + the pair's special
+// tokens (or the request's own cut, if smaller).
+func (a *API) sepPair(pt pairTokenizer, query, doc string, tp *tokParams, maxD int) ([]int64, []uint8, *APIError) {
+	tr := tp.cut()
+	if maxD > 0 {
+		limit := len(a.text.Tokenizer.Encode(query, false)) + maxD + pt.NumSpecialTokensToAdd(true)
+		if tr.MaxLength > 0 {
+			limit = min(limit, tr.MaxLength)
+		}
+		tr = tokenizer.Truncation{MaxLength: limit, Strategy: tokenizer.OnlySecond, Left: tp.tokLeft}
+	}
+	ids, types, err := pt.EncodePair(query, doc, true, tr)
+	if err != nil {
+		return nil, nil, badRequest("documents", "%v", err)
+	}
+	return ids, types, nil
+}
+
+// joinedPair is an LLM reranker's prompt: query + document as one text; with
+// max_tokens_per_doc, the two texts' ids without special tokens, the document's cut.
+func (a *API) joinedPair(pt pairTokenizer, query, doc string, tp *tokParams, maxD int) ([]int64, *APIError) {
+	if maxD > 0 {
+		d := a.text.Tokenizer.Encode(doc, false)
+		return append(a.text.Tokenizer.Encode(query, false), d[:min(len(d), maxD)]...), nil
+	}
+	ids, err := pt.EncodeTruncated(query+doc, true, tp.cut())
+	if err != nil {
+		return nil, badRequest("documents", "%v", err)
+	}
+	return ids, nil
+}
+
+// templatePair renders [{role: query}, {role: document}] through --chat-template
+// with the request's chat_template_kwargs and tokenizes the text.
+func (a *API) templatePair(ctx context.Context, pt pairTokenizer, kwargs map[string]any, query, doc string, tp *tokParams) ([]int64, *APIError) {
+	in := ChatInput{
+		Messages:      []map[string]any{{"role": "query", "content": query}, {"role": "document", "content": doc}},
+		SpecialTokens: a.text.SpecialTokens, Kwargs: kwargs, Now: a.now,
+	}
+	text, err := a.text.ScoreTemplate.RenderContext(ctx, in)
+	if err != nil {
+		return nil, badRequest("documents", "chat template: %v", err)
+	}
+	if tp.truncate == nil {
+		if e := a.checkTextLen("documents", text); e != nil {
+			return nil, e
+		}
+	}
+	ids, err := pt.EncodeTruncated(text, true, tp.cut())
+	if err != nil {
+		return nil, badRequest("documents", "%v", err)
+	}
+	return ids, nil
+}
+
+// scoreKwargs is the request's chat_template_kwargs with instruction folded in
+// (an explicit kwargs key wins), refusing the keys vLLM reserves.
+func scoreKwargs(req *scoreRequest) (map[string]any, *APIError) {
+	kw := map[string]any{}
+	if !isNull(req.ChatTemplateKwargs) {
+		v, err := chattemplate.DecodeJSON(req.ChatTemplateKwargs)
+		o, ok := v.(*chattemplate.Object)
+		if err != nil || !ok {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: expected an object")
+		}
+		var reserved []string
+		for _, k := range o.Keys() {
+			kw[k], _ = o.Get(k)
+			if k == "chat_template" || k == "tools" || k == "tokenize" {
+				reserved = append(reserved, pyRepr(k))
+			}
+		}
+		if reserved != nil {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs contains reserved keys that conflict with fixed scorer arguments: {%s}", strings.Join(reserved, ", "))
+		}
+	}
+	if req.Instruction != nil {
+		if _, ok := kw["instruction"]; !ok {
+			kw["instruction"] = *req.Instruction
+		}
+	}
+	return kw, nil
+}
+
 // cutText keeps a text's first n tokens (0: all), vLLM's max_tokens_per_query/_doc.
 // vLLM cuts the text at the n-th token's end offset; this cuts the ids and decodes
 // them, the same text unless a merge spans the cut.
-func (a *API) cutText(pt pairTokenizer, s string, n int) string {
+func (a *API) cutText(s string, n int) string {
 	if n <= 0 {
 		return s
 	}
@@ -434,8 +533,7 @@ func (a *API) cutText(pt pairTokenizer, s string, n int) string {
 
 // biPrompts tokenizes every query and document on its own, queries first.
 func (a *API) biPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, maxD int) *APIError {
-	pt, ok := a.pairTok()
-	if !ok {
+	if _, ok := a.pairTok(); !ok {
 		return errNeedsTokenizer("documents")
 	}
 	plan.nQueries, plan.nPairs = len(q), len(d)
@@ -444,7 +542,7 @@ func (a *API) biPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, max
 		if i >= len(q) {
 			param, n = "documents", maxD
 		}
-		ids, apiErr := a.encodeOne(param, a.cutText(pt, s, n), true, tp)
+		ids, apiErr := a.encodeOne(param, a.cutText(s, n), true, tp)
 		if apiErr != nil {
 			return apiErr
 		}
@@ -454,112 +552,4 @@ func (a *API) biPrompts(plan *scorePlan, q, d []string, tp *tokParams, maxQ, max
 		plan.padExtra = 1
 	}
 	return nil
-}
-
-// scores reads the answers: each pair's score and its prompt tokens, in pair order.
-func (p *scorePlan) scores(answers []pooled) ([]float64, []int, *APIError) {
-	scores := make([]float64, p.nPairs)
-	tokens := make([]int, p.nPairs)
-	for i := range scores {
-		if p.kind.cross {
-			a := answers[i]
-			if len(a.Data) != 1 {
-				return nil, nil, badRequest("", "pooled_data should be a scalar score")
-			}
-			scores[i], tokens[i] = float64(a.Data[0]), a.PromptTokens
-			continue
-		}
-		qi := 0
-		if p.nQueries > 1 {
-			qi = i
-		}
-		e1, e2 := answers[qi], answers[p.nQueries+i]
-		if len(e1.Shape) != 1 || len(e2.Shape) != 1 || len(e1.Data) != len(e2.Data) {
-			return nil, nil, badRequest("", "the embeddings of a pair differ in shape (%v, %v)", e1.Shape, e2.Shape)
-		}
-		scores[i] = cosine(e1.Data, e2.Data)
-		tokens[i] = e1.PromptTokens + p.padExtra + e2.PromptTokens
-	}
-	return scores, tokens, nil
-}
-
-// cosine is torch's cosine_similarity (eps 1e-8) of two float32 vectors, rounded
-// to float32 as the tensor's item() is.
-func cosine(x, y []float32) float64 {
-	var dot, nx, ny float64
-	for i := range x {
-		a, b := float64(x[i]), float64(y[i])
-		dot += a * b
-		nx += a * a
-		ny += b * b
-	}
-	return float64(float32(dot / math.Max(math.Sqrt(nx)*math.Sqrt(ny), 1e-8)))
-}
-
-// scoreData is vLLM's ScoreResponseData, keys in its order.
-type scoreData struct {
-	Index  int     `json:"index"`
-	Object string  `json:"object"`
-	Score  float64 `json:"score"`
-}
-
-type scoreResponse struct {
-	ID      string      `json:"id"`
-	Object  string      `json:"object"`
-	Created int64       `json:"created"`
-	Model   string      `json:"model"`
-	Data    []scoreData `json:"data"`
-	Usage   pooledUsage `json:"usage"`
-}
-
-func scoreResponseOf(id string, created int64, model string, scores []float64, tokens []int) scoreResponse {
-	resp := scoreResponse{ID: id, Object: "list", Created: created, Model: model, Data: make([]scoreData, len(scores))}
-	for i, s := range scores {
-		resp.Data[i] = scoreData{Index: i, Object: "score", Score: s}
-		resp.Usage.PromptTokens += tokens[i]
-	}
-	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	return resp
-}
-
-// rerankDocument is vLLM's RerankDocument: text, or the multi-modal content parts.
-type rerankDocument struct {
-	Text       *string `json:"text"`
-	MultiModal any     `json:"multi_modal"`
-}
-
-type rerankResult struct {
-	Index          int            `json:"index"`
-	Document       rerankDocument `json:"document"`
-	RelevanceScore float64        `json:"relevance_score"`
-}
-
-type rerankUsage struct {
-	PromptTokens int `json:"prompt_tokens"`
-	TotalTokens  int `json:"total_tokens"`
-}
-
-type rerankResponse struct {
-	ID      string         `json:"id"`
-	Model   string         `json:"model"`
-	Usage   rerankUsage    `json:"usage"`
-	Results []rerankResult `json:"results"`
-}
-
-// rerankResponseOf sorts by relevance, highest first (a stable sort, as Python's),
-// and keeps top_n when 0 < top_n < the number of documents. Usage counts every
-// document, kept or not.
-func rerankResponseOf(id, model string, plan *scorePlan, scores []float64, tokens []int) rerankResponse {
-	resp := rerankResponse{ID: id, Model: model, Results: make([]rerankResult, len(scores))}
-	for i, s := range scores {
-		doc := plan.docs[i]
-		resp.Results[i] = rerankResult{Index: i, Document: rerankDocument{Text: &doc}, RelevanceScore: s}
-		resp.Usage.PromptTokens += tokens[i]
-	}
-	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	sort.SliceStable(resp.Results, func(i, j int) bool { return resp.Results[i].RelevanceScore > resp.Results[j].RelevanceScore })
-	if n := plan.topN; n > 0 && n < int64(len(plan.docs)) {
-		resp.Results = resp.Results[:n]
-	}
-	return resp
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/chattemplate"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -103,7 +105,7 @@ func TestCrossEncoderPairs(t *testing.T) {
 	tok := a.text.Tokenizer
 	plan := &scorePlan{kind: scoreKind{cross: true, task: "classify"}}
 	tp := &tokParams{maxLen: 40}
-	if e := a.crossPrompts(plan, []string{"what is it?"}, []string{"a cat.", "a dog and a bird."}, tp, 0, 0); e != nil {
+	if e := a.crossPrompts(context.Background(), plan, []string{"what is it?"}, []string{"a cat.", "a dog and a bird."}, tp, 0, 0); e != nil {
 		t.Fatal(e)
 	}
 	q := ids(tok, "what is it?")
@@ -112,7 +114,7 @@ func TestCrossEncoderPairs(t *testing.T) {
 		t.Fatalf("pairs %v, want first %v", plan.job.Prompts, want0)
 	}
 	plan = &scorePlan{kind: plan.kind}
-	if e := a.crossPrompts(plan, []string{"what is it?"}, []string{"a dog and a bird."}, tp, 0, 3); e != nil {
+	if e := a.crossPrompts(context.Background(), plan, []string{"what is it?"}, []string{"a dog and a bird."}, tp, 0, 3); e != nil {
 		t.Fatal(e)
 	}
 	want := slices.Concat([]int64{0}, q, []int64{1}, ids(tok, "a d"), []int64{1})
@@ -133,7 +135,7 @@ func TestScoreTruncationAndLength(t *testing.T) {
 	a := scoreTestAPI(t, 20, "")
 	long := strings.Repeat("what is the capital of france?", 3)
 	plan := &scorePlan{kind: scoreKind{cross: true, task: "classify"}}
-	e := a.crossPrompts(plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20}, 0, 0)
+	e := a.crossPrompts(context.Background(), plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20}, 0, 0)
 	want := "This model's maximum context length is 20 tokens. However, you requested 0 output tokens and your prompt contains at least 21 input tokens, for a total of at least 21 tokens. Please reduce the length of the input prompt or the number of requested output tokens."
 	if e == nil || e.Message != want {
 		t.Fatalf("got %v, want %q", e, want)
@@ -144,7 +146,7 @@ func TestScoreTruncationAndLength(t *testing.T) {
 	}
 	k = 12
 	plan = &scorePlan{kind: plan.kind}
-	if e := a.crossPrompts(plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20, truncate: &k}, 0, 0); e != nil {
+	if e := a.crossPrompts(context.Background(), plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20, truncate: &k}, 0, 0); e != nil {
 		t.Fatal(e)
 	}
 	p := plan.job.Prompts[0]
@@ -153,7 +155,7 @@ func TestScoreTruncationAndLength(t *testing.T) {
 	}
 	side := "left"
 	plan = &scorePlan{kind: plan.kind}
-	if e := a.crossPrompts(plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20, truncate: &k, side: side}, 0, 0); e != nil {
+	if e := a.crossPrompts(context.Background(), plan, []string{long}, []string{"paris."}, &tokParams{maxLen: 20, truncate: &k, side: side}, 0, 0); e != nil {
 		t.Fatal(e)
 	}
 	if p := plan.job.Prompts[0]; len(p) != 12 || p[len(p)-1] != 1 || p[0] == 0 {
@@ -305,5 +307,42 @@ func TestClassifyAnswer(t *testing.T) {
 	}
 	if _, e := a.classifyJobOf(httptest.NewRequest("POST", "/classify", nil), &classifyRequest{Input: json.RawMessage(`[]`)}); e == nil || e.Message != "You must pass at least one prompt" {
 		t.Fatalf("empty list: %v", e)
+	}
+}
+
+// TestPairPromptForms: --chat-template renders the pair as the messages query and
+// document (with instruction folded into chat_template_kwargs); use_sep_token false
+// joins the texts; vLLM's reserved kwargs are refused.
+func TestPairPromptForms(t *testing.T) {
+	a := scoreTestAPI(t, 100, "")
+	tmpl, err := chattemplate.Parse("{% for m in messages %}{{ m.role[0] }}:{{ m.content }} {% endfor %}{{ instruction }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.text.ScoreTemplate = tmpl
+	req := &scoreRequest{Instruction: new(string), ChatTemplateKwargs: json.RawMessage(`{"x": 1}`)}
+	*req.Instruction = "be fair"
+	kw, e := scoreKwargs(req)
+	if e != nil || kw["instruction"] != "be fair" {
+		t.Fatalf("kwargs %v %v", kw, e)
+	}
+	plan := &scorePlan{kind: scoreKind{cross: true, task: "classify"}, kwargs: kw}
+	if e := a.crossPrompts(context.Background(), plan, []string{"ab"}, []string{"cd"}, &tokParams{maxLen: 100}, 0, 0); e != nil {
+		t.Fatal(e)
+	}
+	if want := a.text.Tokenizer.Encode("q:ab d:cd be fair", true); !slices.Equal(plan.job.Prompts[0], want) {
+		t.Fatalf("template pair %v, want %v", plan.job.Prompts[0], want)
+	}
+	if _, e := scoreKwargs(&scoreRequest{ChatTemplateKwargs: json.RawMessage(`{"tools": [], "tokenize": true}`)}); e == nil ||
+		e.Message != "chat_template_kwargs contains reserved keys that conflict with fixed scorer arguments: {'tools', 'tokenize'}" {
+		t.Fatalf("reserved: %v", e)
+	}
+	joined := scoreTestAPI(t, 100, `{"use_sep_token": false}`)
+	plan = &scorePlan{kind: plan.kind}
+	if e := joined.crossPrompts(context.Background(), plan, []string{"ab"}, []string{"cd"}, &tokParams{maxLen: 100}, 0, 0); e != nil {
+		t.Fatal(e)
+	}
+	if want := joined.text.Tokenizer.Encode("abcd", true); !slices.Equal(plan.job.Prompts[0], want) {
+		t.Fatalf("joined pair %v, want %v", plan.job.Prompts[0], want)
 	}
 }

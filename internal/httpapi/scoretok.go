@@ -47,8 +47,11 @@ type poolModel struct {
 	// typeIDs: the tokenizer class returns token_type_ids (transformers'
 	// model_input_names), so vLLM sends a pair's type ids to the engine.
 	typeIDs   bool
-	truncLeft bool  // tokenizer_config.json truncation_side "left"
-	padID     int64 // the pad token's id, -1 without one
+	truncLeft bool // tokenizer_config.json truncation_side "left"
+	// sepToken: pairs go through the tokenizer's pair template (config.json's
+	// use_sep_token, default true); false joins query and document as one text.
+	sepToken bool
+	padID    int64 // the pad token's id, -1 without one
 }
 
 var poolModels sync.Map // model dir -> *poolModel
@@ -70,7 +73,7 @@ func (a *API) poolModelInfo() *poolModel {
 	if v, ok := poolModels.Load(root); ok {
 		return v.(*poolModel)
 	}
-	m := &poolModel{numLabels: 2, padID: -1}
+	m := &poolModel{numLabels: 2, padID: -1, sepToken: true}
 	if st, err := os.Stat(root); root != "" && err == nil && st.IsDir() {
 		m.readConfig(filepath.Join(root, "config.json"))
 		m.readTokenizerConfig(filepath.Join(root, "tokenizer_config.json"))
@@ -102,11 +105,19 @@ func (m *poolModel) readConfig(path string) {
 		ID2Label      map[string]string `json:"id2label"`
 		NumLabels     *int              `json:"num_labels"`
 		Architectures []string          `json:"architectures"`
+		UseSepToken   *bool             `json:"use_sep_token"`
+		UsePadToken   *bool             `json:"use_pad_token"` // the deprecated name
 	}
 	if !readSmallJSON(path, &cfg) {
 		return
 	}
 	m.known = true
+	switch {
+	case cfg.UsePadToken != nil:
+		m.sepToken = *cfg.UsePadToken
+	case cfg.UseSepToken != nil:
+		m.sepToken = *cfg.UseSepToken
+	}
 	if len(cfg.Architectures) > 0 {
 		m.arch = cfg.Architectures[0]
 	}

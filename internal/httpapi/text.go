@@ -52,6 +52,10 @@ type Text struct {
 	// Template is the default chat template; nil = the model has none and chat
 	// requests must bring one (chat_template).
 	Template ChatTemplate
+	// ScoreTemplate is --chat-template's template alone (nil without the flag):
+	// vLLM's /score and /rerank render a (query, document) pair through it, never
+	// through the model's own template (score.go).
+	ScoreTemplate ChatTemplate
 	// Templates are named templates (a list-valued chat_template), and Parse
 	// compiles a request's own chat_template; nil = requests may not bring one.
 	Templates map[string]ChatTemplate

@@ -75,7 +75,7 @@ func LoadText(dir, chatTemplate, servedName string) (*Text, *model.Model, error)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--chat-template %s: %w", chatTemplate, err)
 		}
-		t.Template = tmpl
+		t.Template, t.ScoreTemplate = tmpl, tmpl
 	} else if _, err := os.Stat(filepath.Join(m.Dir, model.TokenizerConfigFile)); err == nil {
 		def, named, special, err := chattemplate.LoadDir(m.Dir)
 		if err != nil {
