@@ -21,8 +21,8 @@ func quickScale(sweeps ...string) Config {
 // The quick sweep of engines and streams: every phase serves its requests, and the
 // claims that hold however loaded the machine is, since they count rather than
 // time: allocations per request do not grow with the engines or with the streams
-// in flight, each request is one engine message at every point, and a parked
-// stream costs the frontend a bounded number of bytes.
+// in flight, a request costs an engine at most one message at every point, and a
+// parked stream costs the frontend a bounded number of bytes.
 func TestScaleQuickEnginesStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -45,8 +45,10 @@ func TestScaleQuickEnginesStreams(t *testing.T) {
 				s.Name, b, last.X, a, first.X, s.Name)
 		}
 		for _, p := range s.Points {
-			if m := p.EngineMessagesPerRequest; m < 0.5 || m > 1.5 {
-				t.Errorf("%s at %d: %.2f engine messages per request, want about 1 (output in one step)", s.Name, p.X, m)
+			// Output in one step: at most one message per request, fewer when a
+			// step carries several (one engine collects requests between steps).
+			if m := p.EngineMessagesPerRequest; m <= 0 || m > 1.2 {
+				t.Errorf("%s at %d: %.2f engine messages per request, want at most about 1 (output in one step)", s.Name, p.X, m)
 			}
 		}
 		t.Logf("%s: allocs/req %.1f at %d, %.1f at %d; frontend CPU growth %.2f", s.Name,
