@@ -4,13 +4,18 @@ import (
 	"cmp"
 	"encoding/json"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/minitok"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/internal/tokenizer"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -203,4 +208,64 @@ func TestScoreBiEncoder(t *testing.T) {
 	if code != 404 || strings.TrimSpace(string(out)) != `{"detail":"Not Found"}` {
 		t.Fatalf("/classify on an embedding model: %d %s", code, out)
 	}
+}
+
+// TestRerankCohereSDK: Cohere's official SDK, v2 and v1 clients, reranks through
+// switchyard fronting mock cross-encoder engines: results sorted by relevance with the
+// engines' scores, top_n honoured, documents echoed.
+func TestRerankCohereSDK(t *testing.T) {
+	node, openai := openaiModule(t)
+	module := filepath.Join(filepath.Dir(openai), "cohere-ai")
+	if _, err := os.Stat(filepath.Join(module, "package.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the cohere-ai npm package is needed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("the cohere-ai npm package is needed (.ci/run installs it): %v", err)
+	}
+	s := startServe(t, "--mock-pooling", "classify,score")
+	tk := embeddedTokenizer(t)
+	model := &mockengine.PoolingModel{}
+	query := "What is the capital of France?"
+	docs := []string{"The capital of Brazil is Brasilia.", "The capital of France is Paris.", "Cross-encoder models are neat"}
+	want := make([]float64, len(docs))
+	for i, d := range docs {
+		ids, _, _ := tk.EncodePair(query, d, true, tokenizer.Truncation{})
+		_, v := model.PoolingValues(ids, &wire.PoolingParams{Task: "score", Activation: wire.OptBool{Value: true, Valid: true}})
+		want[i] = v[0]
+	}
+	order := []int{0, 1, 2}
+	sort.SliceStable(order, func(i, j int) bool { return want[order[i]] > want[order[j]] })
+	dj, _ := json.Marshal(docs)
+	cmd := testwait.Command(t, time.Minute, node, "testdata/cohere_rerank.cjs")
+	cmd.Env = append(os.Environ(), "COHERE_MODULE="+module, "BASE_URL=http://"+s.http, "QUERY="+query, "DOCUMENTS="+string(dj))
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("cohere SDK: %v\n%s\n%s", err, out, stderr)
+	}
+	type result struct {
+		Index          int
+		RelevanceScore float64
+		Document       *struct{ Text string }
+	}
+	var got struct{ V2, V1 struct{ Results []result } }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	check := func(name string, rs []result, n int) {
+		if len(rs) != n {
+			t.Fatalf("%s: %d results, want %d: %s", name, len(rs), n, out)
+		}
+		for k, r := range rs {
+			i := order[k]
+			if r.Index != i || float32(r.RelevanceScore) != float32(want[i]) || r.Document == nil || r.Document.Text != docs[i] {
+				t.Fatalf("%s result %d: %+v, want document %d score %v", name, k, r, i, want[i])
+			}
+		}
+	}
+	check("v2 (top_n 2)", got.V2.Results, 2)
+	check("v1", got.V1.Results, 3)
 }
