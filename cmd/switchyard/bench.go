@@ -134,6 +134,9 @@ func runBench(ctx context.Context, cmd *cli.Command, o *benchOptions) error {
 	if o.scale.sweeps != "" || o.scale.quick {
 		return runScaleBench(ctx, cmd, o)
 	}
+	if o.workload == "embed" {
+		return runEmbedBench(ctx, cmd, o)
+	}
 	if o.workload != "" && o.workload != "dispatch" {
 		return runKVBench(ctx, cmd, o)
 	}
@@ -313,7 +316,8 @@ func kvBenchFlags(o *benchOptions) []cli.Flag {
 	mt := bench.DefaultKVBench(bench.WorkloadMultiTurn)
 	return []cli.Flag{
 		&cli.StringFlag{Name: "workload", Destination: &o.workload, Category: cat, Usage: "multi-turn or shared-prefix: replay a seeded workload of shared prompt prefixes " +
-			"against each --lb-policy on mock engines with prefix caches, and report hit ratio, TTFT and balance per policy (default, or dispatch: the dispatch-latency bench)"},
+			"against each --lb-policy on mock engines with prefix caches, and report hit ratio, TTFT and balance per policy (default, or dispatch: the dispatch-latency bench); " +
+			"embed: POST /v1/embeddings through switchyard against an embed floor, on mock pooling engines: requests/s and per-request overhead"},
 		&cli.StringFlag{Name: "lb-policy", Destination: &o.lbPols, Category: cat, Value: strings.Join(bench.DefaultKVPolicies, ","),
 			Usage: "comma-separated policies to run the workload against, each with a fresh switchyard and fresh engines"},
 		&cli.IntFlag{Name: "conversations", Destination: &o.kv.Workload.Conversations, Category: cat, DefaultText: "by workload", Usage: "multi-turn: conversations (default 32); shared-prefix: requests (default 256, or --requests)"},
