@@ -65,8 +65,11 @@ type scaleSeries struct {
 
 func scalePlot(s *bench.ScaleSweep) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s sweep, %s req/s: CPU per request (solid), dispatch+return p50 (dashed)",
-		s.Name, bench.FormatRate(s.Rate))
+	rate := bench.FormatRate(s.Rate) + " req/s"
+	if s.Name == bench.ScalePrompt {
+		rate = "up to " + rate + ", token rate capped"
+	}
+	p.Title.Text = fmt.Sprintf("%s sweep, %s: CPU/request (solid), dispatch+return p50 (dashed)", s.Name, rate)
 	p.X.Label.Text = scaleAxes[s.Name]
 	p.Y.Label.Text = "µs"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -111,13 +114,17 @@ func scalePlot(s *bench.ScaleSweep) (*plot.Plot, error) {
 }
 
 // oneTwoFive labels a log axis at 1, 2 and 5 times each power of ten, so a range
-// within one decade still has labels.
+// within one decade still has labels; over more than three decades, at the powers.
 type oneTwoFive struct{}
 
 func (oneTwoFive) Ticks(min, max float64) []plot.Tick {
 	var ts []plot.Tick
+	steps := []float64{1, 2, 5}
+	if max > 1000*min { // labels of 2 and 5 would run into each other
+		steps = steps[:1]
+	}
 	for d := math.Pow(10, math.Floor(math.Log10(min))); d <= max; d *= 10 {
-		for _, m := range []float64{1, 2, 5} {
+		for _, m := range steps {
 			if v := d * m; v >= min && v <= max {
 				ts = append(ts, plot.Tick{Value: v, Label: bench.FormatFigure(v)})
 			}
