@@ -63,12 +63,13 @@ type scoreAnswer struct {
 
 // TestRerankScoreClassifyCrossEncoder: switchyard fronting mock engines that serve
 // a cross-encoder (tasks classify and score, as engines of the releases that list
-// score do): a Cohere/Jina-style rerank on each of its three paths, /score in its
+// score do), one engine of each vLLM release's layout, requests spread round-robin: a Cohere/Jina-style rerank on each of its three paths, /score in its
 // request variants and /classify answer what the engines compute for each (query,
 // document) pair joined by the tokenizer, one engine request per pair, sorted and
 // cut to top_n, with every pair's tokens in the usage.
 func TestRerankScoreClassifyCrossEncoder(t *testing.T) {
-	s := startServe(t, "--mock-pooling", "classify,score", "--mock-engines", "2")
+	layouts := strings.Join(wire.LayoutNames(), ",")
+	s := startServe(t, "--mock-pooling", "classify,score", "--mock-engines", "6", "--mock-engine-layouts", layouts, "--lb-policy", "round-robin")
 	tk := embeddedTokenizer(t)
 	model := &mockengine.PoolingModel{}
 	query := "What is the capital of France?"
