@@ -21,7 +21,7 @@ func loraFlags(c *server.LoRAConfig) []cli.Flag {
 			Sources: cli.EnvVars("SWITCHYARD_MAX_LORAS")},
 		&cli.GenericFlag{Name: "lora-modules", Value: &modulesValue{dst: &c.Modules}, Category: "requests",
 			Usage: "an adapter served from the start, sent to every engine with add_lora as it comes up: name=path, or vLLM's JSON form " +
-				`{"name": ..., "path": ..., "base_model_name": ...} (repeat the flag for more; needs --enable-lora)`,
+				`{"name": ..., "path": ..., "base_model_name": ...} (several after one flag, as vLLM takes them, or the flag repeated; needs --enable-lora)`,
 			Sources: cli.EnvVars("SWITCHYARD_LORA_MODULES")},
 	}
 }
@@ -43,3 +43,19 @@ func (m *modulesValue) String() string {
 }
 
 func (m *modulesValue) Get() any { return *m.dst }
+
+// loraArgs takes vLLM's `--lora-modules a=/p b=/q` form: the values after the
+// first one reach serve as positional arguments, and those that are name=path or
+// a JSON object are --lora-modules values (a model directory is neither). The
+// other arguments are returned.
+func loraArgs(args []string, c *server.LoRAConfig) []string {
+	rest := args[:0:0]
+	for _, a := range args {
+		if t := strings.TrimSpace(a); strings.HasPrefix(t, "{") || strings.Contains(t, "=") && !strings.HasPrefix(t, "/") && !strings.HasPrefix(t, ".") {
+			c.Modules = append(c.Modules, a)
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return rest
+}

@@ -37,6 +37,9 @@ func (v *vllmArgs) flags() []cli.Flag {
 // apply reads the positional MODEL and --host/--port into o and cfg.
 func (v *vllmArgs) apply(cmd *cli.Command, o *serveOptions, cfg *server.Config) error {
 	args := cmd.Args().Slice()
+	if cmd.IsSet("lora-modules") {
+		args = loraArgs(args, &cfg.LoRA)
+	}
 	switch {
 	case len(args) > 1:
 		return fmt.Errorf("serve takes one argument, the model directory (vLLM's MODEL); got %q", args)
