@@ -82,6 +82,8 @@ func TestScoreInputErrors(t *testing.T) {
 		{body: `{"query": "a", "documents": ["b", "c"]}`, rerank: true, q: 1, d: 2},
 		{body: `{"query": ["a"], "documents": ["b"]}`, rerank: true, err: "query must be a string"},
 		{body: `{"query": "a", "documents": "b"}`, rerank: true, q: 1, d: 1},
+		{body: `{"query": "a", "documents": [` + strings.Repeat(`"d", `, maxScoreInputs) + `"d"]}`, rerank: true,
+			err: "documents has 1001 items, more than the limit of 1000"},
 	} {
 		var req scoreRequest
 		if err := readObject(strings.NewReader(c.body), 1000, &req, nil); err != nil {
