@@ -23,13 +23,3 @@ func (s *Stream) Finished(reason wire.FinishReason) {
 	r.mu.Unlock()
 	d.settle(r, stop, finishOutcome(reason), true, true)
 }
-
-// ObserveParamsN records a client request's n for the vllm:* series of rank (the
-// rank that served its first choice): the frontend fans n out into n engine
-// requests of n=1, so the n the client asked for is known only above the
-// dispatcher.
-func (d *Dispatcher) ObserveParamsN(rank, n int) {
-	if e := d.engines.Load().find(rank); e != nil {
-		e.vm.ParamsN(n)
-	}
-}

@@ -331,13 +331,3 @@ func (e *Engine) Finish(r *Request, f wire.FinishReason, now time.Time) {
 		}
 	}
 }
-
-// ParamsN records the n of one request as its client sent it
-// (vllm:request_params_n). The frontend fans n out into n engine requests, so
-// only it knows n: it calls this once per prompt of a request, as vLLM records
-// a parent request's n once.
-func (e *Engine) ParamsN(n int) {
-	if e != nil && n > 0 {
-		e.paramsN.Observe(float64(n))
-	}
-}
