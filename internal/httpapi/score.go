@@ -144,6 +144,10 @@ type scorePlan struct {
 	docs     []string // rerank: the documents, for the answer
 	topN     int64
 	kwargs   map[string]any // the score template's chat_template_kwargs
+	// typeSplits: per pair, where its type-1 tokens start (vLLM's
+	// compressed_token_type_ids), -1 when the tokenizer returns no type ids. Not sent
+	// yet: wire.PoolingParams cannot carry extra_kwargs.
+	typeSplits []int
 }
 
 func (a *API) serveScore(w http.ResponseWriter, r *http.Request, rerank bool) {
@@ -424,9 +428,14 @@ func (a *API) crossPrompts(ctx context.Context, plan *scorePlan, q, d []string, 
 		if ids, types, apiErr = tp.after(ids, types); apiErr != nil {
 			return apiErr
 		}
-		if _, ok := typeSplit(types); !ok && a.poolModelInfo().typeIDs {
-			return badRequest("documents", errTypeIDs)
+		split := -1
+		if a.poolModelInfo().typeIDs && types != nil {
+			var ok bool
+			if split, ok = typeSplit(types); !ok {
+				return badRequest("documents", errTypeIDs)
+			}
 		}
+		plan.typeSplits = append(plan.typeSplits, split)
 		plan.job.Prompts = append(plan.job.Prompts, ids)
 	}
 	return nil

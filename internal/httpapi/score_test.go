@@ -123,6 +123,9 @@ func TestCrossEncoderPairs(t *testing.T) {
 	if !slices.Equal(plan.job.Prompts[0], want) {
 		t.Fatalf("max_tokens_per_doc 3: %v, want %v", plan.job.Prompts[0], want)
 	}
+	if !slices.Equal(plan.typeSplits, []int{len(q) + 2}) {
+		t.Fatalf("type splits %v, want [%d] (BertTokenizer returns type ids)", plan.typeSplits, len(q)+2)
+	}
 	_, types, _ := a.text.Tokenizer.(pairTokenizer).EncodePair("ab", "c", true, tp.cut())
 	if k, ok := typeSplit(types); !ok || k != 4 {
 		t.Fatalf("type ids %v split at %d", types, k)
