@@ -72,6 +72,8 @@ func mockEngineCommand() *cli.Command {
 					"\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\", \"topic\": \"\"}' (needs --kv-cache-blocks)"},
 			&cli.BoolFlag{Name: "kv-hash-bytes", Destination: &cfg.KVHashBytes, Category: "prefix cache",
 				Usage: "publish 32-byte block hashes, as vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 (default: 64-bit ints)"},
+			&cli.StringFlag{Name: "pooling", Destination: &o.pooling,
+				Usage: "be a pooling model serving these vLLM tasks, comma-separated (e.g. embed,token_embed or classify,score); empty = a generative model"},
 			&cli.StringFlag{Name: "vllm-layout", Destination: &o.layout, Value: "newest",
 				Usage: "the vLLM release whose wire layout the engine speaks: a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") or a layout file"},
 			&cli.IntFlag{Name: "die-after-steps", Destination: &cfg.Faults.DieAfterSteps, Category: "faults",
@@ -134,6 +136,7 @@ type mockEngineOptions struct {
 	cfg               mockengine.Config
 	stepMS, prefillUS float64
 	kvEvents, layout  string
+	pooling           string
 }
 
 // complete turns the flags that need parsing into cfg.
@@ -150,6 +153,7 @@ func (o *mockEngineOptions) complete(cfg *mockengine.Config) error {
 		return err
 	}
 	cfg.Layout = l
+	cfg.Pooling = mockPooling(o.pooling)
 	if s := o.kvEvents; s != "" {
 		k, err := mockengine.ParseKVEventsConfig(s)
 		if err != nil {

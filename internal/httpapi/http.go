@@ -59,6 +59,7 @@ type API struct {
 	cors           CORS
 	// requestIDHeaders echoes X-Request-Id on every answer (requestid.go).
 	requestIDHeaders bool
+	poolTasks        taskCache      // the engines' tasks (poolcore.go)
 	lora             *lora.Registry // nil: LoRA off (lora.go)
 	loraActivity     *lora.Activity
 }

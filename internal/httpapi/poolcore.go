@@ -131,13 +131,6 @@ type taskCache struct {
 	tasks []string
 }
 
-var poolTasks sync.Map // *API -> *taskCache; API's fields are fixed by NewAPI
-
-func (a *API) taskCache() *taskCache {
-	c, _ := poolTasks.LoadOrStore(a, new(taskCache))
-	return c.(*taskCache)
-}
-
 // supportedTasks returns the tasks the engines serve, in the first answering
 // engine's order (vLLM's client answers with the first engine's result), asked
 // once per set of ready engines.
@@ -150,7 +143,7 @@ func (a *API) supportedTasks(ctx context.Context) ([]string, *APIError) {
 	}
 	sort.Strings(ranks)
 	key := strings.Join(ranks, ",")
-	c := a.taskCache()
+	c := &a.poolTasks
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.key == key && c.tasks != nil {
