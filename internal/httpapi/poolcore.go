@@ -88,6 +88,10 @@ func (a *API) pool(ctx context.Context, job poolJob) ([]pooled, *APIError) {
 		if apiErr != nil {
 			return nil, apiErr
 		}
+		if !shapeFits(job.Params.Task, shape, len(job.Prompts[i])) {
+			return nil, &APIError{Status: http.StatusInternalServerError, Type: TypeInternal,
+				Message: fmt.Sprintf("engine's pooling output of shape %v does not fit task %s of a %d-token prompt", shape, job.Params.Task, len(job.Prompts[i]))}
+		}
 		out[i] = pooled{Shape: shape, Data: data, PromptTokens: len(job.Prompts[i])}
 	}
 	return out, nil
@@ -208,4 +212,14 @@ func (a *API) requireTask(ctx context.Context, task, api string) *APIError {
 		return badRequest("", "The model does not support %s API", api)
 	}
 	return nil
+}
+
+// shapeFits: a sequence task answers one vector ([n], or a 0-d score), a token task
+// one row per prompt token at most ([tokens, n]).
+func shapeFits(task string, shape []int64, promptLen int) bool {
+	switch task {
+	case "token_embed", "token_classify", "encode", "reward":
+		return len(shape) == 2 && shape[0] <= int64(promptLen)
+	}
+	return len(shape) <= 1
 }

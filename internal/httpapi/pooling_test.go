@@ -243,6 +243,7 @@ func TestPoolingHostileEngine(t *testing.T) {
 		{"NaN", `{"input": [1]}`, &wire.Tensor{DType: "float32", Shape: []int64{1}, Data: []byte{0, 0, 0xc0, 0x7f}}},
 		{"more than the dimensions asked", `{"input": [1], "dimensions": 2}`, &wire.Tensor{DType: "float32", Shape: []int64{3}, Data: make([]byte, 12)}},
 		{"none", `{"input": [1]}`, nil},
+		{"rows for a sequence task", `{"input": [1]}`, &wire.Tensor{DType: "float32", Shape: []int64{1, 2}, Data: make([]byte, 8)}},
 	} {
 		f, h := newPoolAPI(t, "embed")
 		tensor := c.t
