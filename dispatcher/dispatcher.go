@@ -386,12 +386,17 @@ func (d *Dispatcher) chooseAmong(req *wire.EngineCoreRequest, skip []*engine, no
 		}
 	}
 	n := promptLen(req)
+	// A pooling request generates nothing: a prompt as long as the context fits.
+	need := n
+	if req.IsPooling() {
+		need--
+	}
 	if req.DataParallelRank.Valid {
 		i, err := pinRank(loads, req.DataParallelRank.Value)
 		if err != nil {
 			return nil, d.explainPin(err)
 		}
-		if limit := engs[i].maxModelLen.Load(); !fits(n, limit) {
+		if limit := engs[i].maxModelLen.Load(); !fits(need, limit) {
 			return nil, &PromptTooLongError{ID: req.RequestID, Rank: engs[i].rank, PromptLen: n, MaxModelLen: limit}
 		}
 		return engs[i], nil
@@ -400,7 +405,7 @@ func (d *Dispatcher) chooseAmong(req *wire.EngineCoreRequest, skip []*engine, no
 	// leaves none, say so rather than "no engines".
 	var longest *engine
 	for i, e := range engs {
-		if limit := e.maxModelLen.Load(); loads[i].Ready && !fits(n, limit) {
+		if limit := e.maxModelLen.Load(); loads[i].Ready && !fits(need, limit) {
 			loads[i].Ready = false
 			if longest == nil || limit > longest.maxModelLen.Load() {
 				longest = e
