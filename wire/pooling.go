@@ -38,6 +38,10 @@ type PoolingParams struct {
 	// SkipReadingPrefixCache: true for token_embed/token_classify in vLLM's
 	// frontend (their output needs every prompt position computed).
 	SkipReadingPrefixCache OptBool
+	// CompressedTokenTypeIDs is a cross-encoder pair's type-id split, the index of
+	// its first type-1 token, for models with token type embeddings (BERT): vLLM's
+	// frontend sends it as extra_kwargs {"compressed_token_type_ids": K}.
+	CompressedTokenTypeIDs OptInt
 }
 
 // PoolingParams field ids.
@@ -106,9 +110,18 @@ func (l *Layout) poolingValue(b []byte, p *PoolingParams, id uint8) ([]byte, boo
 		return appendOptBool(b, p.SkipReadingPrefixCache), p.SkipReadingPrefixCache.Valid
 	case poolOutputKind:
 		return appendInt(b, outputKindFinalOnly), false
+	case poolExtraKwargs:
+		if !p.CompressedTokenTypeIDs.Valid {
+			return appendNil(b), false
+		}
+		b = appendStr(appendMapHeader(b, 1), compressedTypeIDsKey)
+		return appendInt(b, p.CompressedTokenTypeIDs.Value), true
 	}
 	return b, false
 }
+
+// compressedTypeIDsKey is the extra_kwargs key vLLM's model runner reads the split from.
+const compressedTypeIDsKey = "compressed_token_type_ids"
 
 // activationField is the field that carries Activation for task in l (0: none).
 func (l *Layout) activationField(task string) uint8 {
@@ -149,7 +162,7 @@ func (l *Layout) appendPooling(dst []byte, p *PoolingParams) ([]byte, error) {
 	}
 	b := appendArrayHeader(dst, last+1)
 	for _, s := range l.pooling[:last+1] {
-		if s.id == poolUnknown || s.id == poolExtraKwargs {
+		if s.id == poolUnknown {
 			b = append(b, s.def...)
 			continue
 		}
@@ -179,6 +192,8 @@ func (l *Layout) poolingFits(p *PoolingParams) error {
 		return miss("returned_token_ids")
 	case p.SkipReadingPrefixCache.Valid && p.SkipReadingPrefixCache.Value && !has(poolSkipReadingPrefixCache):
 		return miss("skip_reading_prefix_cache")
+	case p.CompressedTokenTypeIDs.Valid && !has(poolExtraKwargs):
+		return miss("extra_kwargs")
 	}
 	return nil
 }
@@ -225,6 +240,8 @@ func (l *Layout) DecodePooling(raw Raw) (*PoolingParams, error) {
 			p.Task = s.Value
 		case poolSkipReadingPrefixCache:
 			p.SkipReadingPrefixCache, err = r.optBool()
+		case poolExtraKwargs:
+			p.CompressedTokenTypeIDs, err = r.extraKwargsSplit()
 		case poolOutputKind:
 			var k int64
 			if k, err = r.int(); err == nil && k != outputKindFinalOnly {
@@ -260,4 +277,26 @@ func (p *PoolingParams) engineAccepts() error {
 		return invalid("returned_token_ids", "token ids must be non-negative")
 	}
 	return nil
+}
+
+// extraKwargsSplit reads extra_kwargs (a map or nil) for compressed_token_type_ids,
+// skipping any other key.
+func (r *reader) extraKwargsSplit() (OptInt, error) {
+	var v OptInt
+	if r.nextNil() {
+		return v, nil
+	}
+	n, err := r.mapHeader()
+	for i := 0; err == nil && i < n; i++ {
+		var k string
+		if k, err = r.str(); err != nil {
+			break
+		}
+		if k == compressedTypeIDsKey {
+			v, err = r.optInt()
+		} else {
+			err = r.skip()
+		}
+	}
+	return v, err
 }

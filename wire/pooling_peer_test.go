@@ -29,6 +29,8 @@ var poolingCases = []struct {
 		TruncatePromptTokens: wire.SomeInt(-1)}, map[string]any{"task": "embed", "dimensions": float64(64)}},
 	{"classify", wire.PoolingParams{Task: "classify", Activation: wire.OptBool{Value: true, Valid: true}}, map[string]any{"task": "classify"}},
 	{"score", wire.PoolingParams{Task: "score", Activation: wire.OptBool{Value: true, Valid: true}}, map[string]any{"task": "score"}},
+	{"classify pair type ids", wire.PoolingParams{Task: "classify", Activation: wire.OptBool{Value: true, Valid: true},
+		CompressedTokenTypeIDs: wire.SomeInt(7)}, map[string]any{"task": "classify", "extra_kwargs": map[string]any{"compressed_token_type_ids": float64(7)}}},
 	{"token_embed", wire.PoolingParams{Task: "token_embed", Activation: wire.OptBool{Value: true, Valid: true},
 		SkipReadingPrefixCache: wire.OptBool{Value: true, Valid: true}}, map[string]any{"task": "token_embed", "skip_reading_prefix_cache": true}},
 	{"encode", wire.PoolingParams{Task: "encode", Activation: wire.OptBool{Value: true, Valid: true}}, map[string]any{"task": "encode"}},
@@ -129,7 +131,7 @@ func poolingPeer(t *testing.T, py string, l *wire.Layout) {
 		}
 		params := got["params"].(map[string]any)
 		for k, v := range c.want {
-			if params[k] != v {
+			if fmt.Sprint(params[k]) != fmt.Sprint(v) { // maps (extra_kwargs) compare by their printing
 				t.Errorf("%s: %s = %v, want %v (params %v)", c.name, k, params[k], v, params)
 			}
 		}
