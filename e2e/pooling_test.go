@@ -95,3 +95,26 @@ func close32(got, want []float64) bool {
 	}
 	return true
 }
+
+// A generative model has no embeddings: the engines' get_supported_tasks says so,
+// and /v1/embeddings and /pooling answer vLLM's 400 without an engine request.
+func TestEmbeddingsOnGenerativeModel(t *testing.T) {
+	s := startServe(t)
+	for path, msg := range map[string]string{
+		"/v1/embeddings": "The model does not support Embeddings API",
+		"/pooling":       "The model does not support Pooling API",
+	} {
+		resp, err := httpc.Post(s.url(path), "application/json", strings.NewReader(`{"input": [1, 2, 3]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Message, Type string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 400 || body.Error.Message != msg || body.Error.Type != "BadRequestError" {
+			t.Errorf("%s: %d %+v (%v)", path, resp.StatusCode, body, err)
+		}
+	}
+}
