@@ -139,7 +139,7 @@ func (a *API) servePooling(w http.ResponseWriter, r *http.Request, ep poolEndpoi
 			}
 		}
 	}
-	a.writePooled(w, ep, enc, answers)
+	a.writePooled(w, ep, enc, answers, job.VisibleID)
 }
 
 // poolEncoding is how the vectors are written.
@@ -209,11 +209,20 @@ func (a *API) poolJobOf(r *http.Request, req *poolRequest, ep poolEndpoint) (poo
 		job.Rank = wire.SomeInt(rank)
 	}
 	job.BaseID = randomID(ep.idPrefix)
+	job.VisibleID = job.BaseID
 	if req.RequestID != nil && *req.RequestID != "" {
-		if len(*req.RequestID) > 256 {
-			return job, enc, badRequest("request_id", "request_id is longer than 256 bytes")
+		if len(*req.RequestID) > apicore.MaxRequestIDLen {
+			return job, enc, badRequest("request_id", "request_id is longer than %d bytes", apicore.MaxRequestIDLen)
 		}
+		// The engine ids stay ours (unique); the answer carries the client's, as vLLM's.
+		job.VisibleID = ep.idPrefix + *req.RequestID
 		job.BaseID = *req.RequestID + "-" + job.BaseID[len(ep.idPrefix):]
+	}
+	// X-Request-Id names the answer ahead of the body's request_id, as for completions.
+	if id, apiErr := headerRequestID(r, ep.idPrefix); apiErr != nil {
+		return job, enc, apiErr
+	} else if id != "" {
+		job.VisibleID = id
 	}
 	return job, enc, nil
 }
@@ -455,8 +464,8 @@ type pooledResponse struct {
 }
 
 // writePooled writes the answer: vLLM's EmbeddingResponse or PoolingResponse.
-func (a *API) writePooled(w http.ResponseWriter, ep poolEndpoint, enc poolEncoding, answers []pooled) {
-	resp := pooledResponse{ID: randomID(ep.idPrefix), Object: "list", Created: a.now().Unix(), Model: a.poolModelName(),
+func (a *API) writePooled(w http.ResponseWriter, ep poolEndpoint, enc poolEncoding, answers []pooled, id string) {
+	resp := pooledResponse{ID: id, Object: "list", Created: a.now().Unix(), Model: a.poolModelName(),
 		Data: make([]pooledItem, len(answers))}
 	for i, p := range answers {
 		var v any

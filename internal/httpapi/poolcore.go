@@ -32,12 +32,15 @@ const tasksTimeout = 10 * time.Second
 
 // poolJob is one pooling request: its inputs, already tokenized and truncated.
 type poolJob struct {
-	Prompts  [][]int64
-	Params   wire.PoolingParams // Task set; copied into each ADD
-	BaseID   string             // engine ids are BaseID-<index>
-	Rank     wire.OptInt        // X-data-parallel-rank
-	Priority int64
-	MaxElems int // bound on each answer's elements; 0 = poolMaxElems
+	Prompts [][]int64
+	Params  wire.PoolingParams // Task set; copied into each ADD
+	BaseID  string             // engine ids are BaseID-<index>
+	// VisibleID is the answer's id (the client's X-Request-Id or request_id, with
+	// the endpoint's prefix, else BaseID); pool does not use it.
+	VisibleID string
+	Rank      wire.OptInt // X-data-parallel-rank
+	Priority  int64
+	MaxElems  int // bound on each answer's elements; 0 = poolMaxElems
 }
 
 // pooled is one input's answer.

@@ -296,3 +296,22 @@ func BenchmarkEmbeddings(b *testing.B) {
 		}
 	}
 }
+
+// The answer is named by X-Request-Id, else the body's request_id, with the
+// endpoint's prefix, as vLLM names it; the engine ids stay unique.
+func TestEmbeddingsRequestID(t *testing.T) {
+	f, h := newPoolAPI(t, "embed")
+	_, m := postJSON(t, h, "/v1/embeddings", `{"input": [1], "request_id": "mine"}`)
+	if m["id"] != "embd-mine" || !strings.HasPrefix(f.seen[0].RequestID, "mine-") {
+		t.Fatalf("id %v, engine id %s", m["id"], f.seen[0].RequestID)
+	}
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/v1/embeddings", strings.NewReader(`{"input": [1], "request_id": "mine"}`))
+	req.Header.Set(RequestIDHeader, "hdr")
+	h.ServeHTTP(w, req)
+	var got map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &got)
+	if got["id"] != "embd-hdr" || f.seen[1].RequestID == f.seen[0].RequestID {
+		t.Fatalf("id %v, engine ids %s %s", got["id"], f.seen[0].RequestID, f.seen[1].RequestID)
+	}
+}
