@@ -270,3 +270,59 @@ func TestRerankCohereSDK(t *testing.T) {
 	check("v2 (top_n 2)", got.V2.Results, 2)
 	check("v1", got.V1.Results, 3)
 }
+
+// TestScoreTypeIDsBertTokenizer: a model whose tokenizer class returns token type
+// ids (BERT's) gets each pair's split sent as extra_kwargs, pairs with different
+// splits (N:N with queries of different lengths) in concurrent groups, the answers
+// still in pair order.
+func TestScoreTypeIDsBertTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	vocab := map[string]int{"[CLS]": 0, "[SEP]": 1, "[UNK]": 2, "[PAD]": 3}
+	for i, c := range "abcdefghijklmnopqrstuvwxyz ?." {
+		vocab[string(c)] = 4 + i
+	}
+	tj, _ := json.Marshal(map[string]any{
+		"added_tokens": []any{
+			map[string]any{"id": 0, "content": "[CLS]", "special": true},
+			map[string]any{"id": 1, "content": "[SEP]", "special": true},
+			map[string]any{"id": 3, "content": "[PAD]", "special": true},
+		},
+		"model":          map[string]any{"type": "BPE", "unk_token": "[UNK]", "vocab": vocab, "merges": []any{}},
+		"post_processor": map[string]any{"type": "BertProcessing", "cls": []any{"[CLS]", 0}, "sep": []any{"[SEP]", 1}},
+	})
+	files := map[string]string{
+		"tokenizer.json":        string(tj),
+		"tokenizer_config.json": `{"tokenizer_class": "BertTokenizer", "pad_token": "[PAD]"}`,
+		"config.json":           `{"architectures": ["BertForSequenceClassification"], "id2label": {"0": "LABEL_0"}, "max_position_embeddings": 512}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServe(t, "--tokenizer", dir, "--mock-pooling", "classify,score")
+	tk, err := tokenizer.LoadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &mockengine.PoolingModel{}
+	queries, docs := []string{"what is it?", "why?", "what is it?"}, []string{"a cat.", "a dog.", "a bird."}
+	body, _ := json.Marshal(map[string]any{"queries": queries, "documents": docs})
+	code, out := s.postJSON(t, "/score", string(body))
+	var sc scoreAnswer
+	if code != 200 || json.Unmarshal(out, &sc) != nil || len(sc.Data) != 3 {
+		t.Fatalf("/score: %d %s", code, out)
+	}
+	tokens := 0
+	for i := range docs {
+		ids, _, _ := tk.EncodePair(queries[i], docs[i], true, tokenizer.Truncation{})
+		_, v := model.PoolingValues(ids, &wire.PoolingParams{Task: "score", Activation: wire.OptBool{Value: true, Valid: true}})
+		tokens += len(ids)
+		if sc.Data[i].Index != i || float32(sc.Data[i].Score) != float32(v[0]) {
+			t.Fatalf("pair %d: %+v, want %v", i, sc.Data[i], v[0])
+		}
+	}
+	if sc.Usage.Prompt_tokens != tokens {
+		t.Fatalf("usage %d, want %d", sc.Usage.Prompt_tokens, tokens)
+	}
+}

@@ -145,8 +145,7 @@ type scorePlan struct {
 	topN     int64
 	kwargs   map[string]any // the score template's chat_template_kwargs
 	// typeSplits: per pair, where its type-1 tokens start (vLLM's
-	// compressed_token_type_ids), -1 when the tokenizer returns no type ids. Not sent
-	// yet: wire.PoolingParams cannot carry extra_kwargs.
+	// compressed_token_type_ids), -1 when the tokenizer returns no type ids.
 	typeSplits []int
 }
 
@@ -181,7 +180,7 @@ func (a *API) serveScore(w http.ResponseWriter, r *http.Request, rerank bool) {
 		return
 	}
 	defer more()
-	answers, apiErr := a.pool(r.Context(), plan.job)
+	answers, apiErr := a.poolPairs(r.Context(), plan.job, plan.typeSplits)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return

@@ -5,9 +5,72 @@ package httpapi
 // ScoreResponse and RerankResponse.
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"sort"
+	"sync"
+
+	"github.com/switchyard-llm/switchyard/wire"
 )
+
+// poolPairs runs a score job with each pair's type-id split in its PoolingParams
+// (none: -1). Pairs sharing a split go as one pool call (all of them in 1:N, where
+// the query is the same); an N:N request with several splits runs one call per split
+// at once, and the first failure ends the others.
+func (a *API) poolPairs(ctx context.Context, job poolJob, splits []int) ([]pooled, *APIError) {
+	groups := map[int][]int{}
+	for i, s := range splits {
+		groups[s] = append(groups[s], i)
+	}
+	withSplit := func(j poolJob, s int) poolJob {
+		if s >= 0 {
+			j.Params.CompressedTokenTypeIDs = wire.SomeInt(int64(s))
+		}
+		return j
+	}
+	if len(groups) <= 1 {
+		s := -1
+		if len(splits) > 0 {
+			s = splits[0]
+		}
+		return a.pool(ctx, withSplit(job, s))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]pooled, len(job.Prompts))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first *APIError
+	for s, idx := range groups {
+		sub := withSplit(job, s)
+		sub.BaseID = fmt.Sprintf("%s-t%d", job.BaseID, s)
+		sub.Prompts = make([][]int64, len(idx))
+		for k, i := range idx {
+			sub.Prompts[k] = job.Prompts[i]
+		}
+		wg.Go(func() {
+			answers, apiErr := a.pool(ctx, sub)
+			mu.Lock()
+			defer mu.Unlock()
+			if apiErr != nil {
+				if first == nil {
+					first = apiErr
+					cancel()
+				}
+				return
+			}
+			for k, i := range idx {
+				out[i] = answers[k]
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
+}
 
 // scores reads the answers: each pair's score and its prompt tokens, in pair order.
 func (p *scorePlan) scores(answers []pooled) ([]float64, []int, *APIError) {
