@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,4 +166,71 @@ func TestLoRA(t *testing.T) {
 		_, b := s.get(t, "/metrics")
 		return strings.Contains(string(b), `vllm:lora_requests_info{max_lora="2"`)
 	})
+}
+
+// startLoRAEngine runs `switchyard mock-engine --max-loras 2` for rank.
+func startLoRAEngine(t *testing.T, handshake string, rank int) *proc {
+	t.Helper()
+	return start(t, "mock-engine "+strconv.Itoa(rank), "mock-engine", "--handshake-address", handshake,
+		"--data-parallel-rank", strconv.Itoa(rank), "--data-parallel-size", "2", "--step-ms", "2", "--max-loras", "2")
+}
+
+// waitAdapters waits until the engine logged add_lora for every name.
+func waitAdapters(t *testing.T, p *proc, names ...string) {
+	t.Helper()
+	eventually(t, 20*time.Second, p.name+" given adapters "+strings.Join(names, ", "), func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		got := map[string]bool{}
+		for _, l := range p.lines {
+			if l["msg"] == "mock engine: LoRA adapter added" {
+				got[l["name"].(string)] = true
+			}
+		}
+		for _, n := range names {
+			if !got[n] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Engines in their own processes: one that joins after an adapter was loaded,
+// and one killed and restarted, are sent every adapter (the --lora-modules one
+// and the loaded one) as they come up, as vLLM's engines of one frontend hold
+// them all.
+func TestLoRAEnginesJoiningLater(t *testing.T) {
+	dir := t.TempDir()
+	sql, chat := filepath.Join(dir, "sql"), filepath.Join(dir, "chat")
+	for _, d := range []string{sql, chat} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServe(t, "--handshake-address", "tcp://127.0.0.1:0", "--data-parallel-size", "2", "--engine-transport", "tcp",
+		"--enable-lora", "--lora-modules", "sql="+sql)
+	e0 := startLoRAEngine(t, s.handshake, 0)
+	eventually(t, 20*time.Second, "rank 0 ready", func() bool { return ready(t, s, 0) })
+	waitAdapters(t, e0, "sql")
+	req, _ := http.NewRequest(http.MethodPost, s.url("/v1/load_lora_adapter"), strings.NewReader(`{"lora_name": "chat", "lora_path": "`+chat+`"}`))
+	resp, err := httpc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("load: %d", resp.StatusCode)
+	}
+	waitAdapters(t, e0, "sql", "chat")
+
+	e1 := startLoRAEngine(t, s.handshake, 1)
+	eventually(t, 20*time.Second, "rank 1 ready", func() bool { return ready(t, s, 1) })
+	waitAdapters(t, e1, "sql", "chat")
+
+	e0.stop(syscall.SIGKILL, 10*time.Second)
+	eventually(t, 20*time.Second, "rank 0 down", func() bool { return !ready(t, s, 0) })
+	again := startLoRAEngine(t, s.handshake, 0)
+	eventually(t, 20*time.Second, "rank 0 back", func() bool { return ready(t, s, 0) })
+	waitAdapters(t, again, "sql", "chat")
 }

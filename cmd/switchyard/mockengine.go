@@ -74,6 +74,8 @@ func mockEngineCommand() *cli.Command {
 				Usage: "publish 32-byte block hashes, as vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 (default: 64-bit ints)"},
 			&cli.StringFlag{Name: "pooling", Destination: &o.pooling,
 				Usage: "be a pooling model serving these vLLM tasks, comma-separated (e.g. embed,token_embed or classify,score); empty = a generative model"},
+			&cli.IntFlag{Name: "max-loras", Destination: &cfg.MaxLoRAs,
+				Usage: "an engine started with --enable-lora --max-loras N: supports_lora, the add_lora/remove_lora/list_loras/pin_lora utilities, LoRA requests answered with the adapter's own tokens; 0 = no LoRA"},
 			&cli.StringFlag{Name: "vllm-layout", Destination: &o.layout, Value: "newest",
 				Usage: "the vLLM release whose wire layout the engine speaks: a built-in layout (" + strings.Join(wire.LayoutNames(), ", ") + ") or a layout file"},
 			&cli.IntFlag{Name: "die-after-steps", Destination: &cfg.Faults.DieAfterSteps, Category: "faults",

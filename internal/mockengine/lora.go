@@ -88,6 +88,7 @@ func (e *engine) loraUtility(method string, args wire.Raw) (result wire.Raw, fai
 			}
 		}
 		e.loras[lr.IntID] = lr.Name
+		e.log.Info("mock engine: LoRA adapter added", "name", lr.Name, "lora_int_id", lr.IntID, "path", lr.Path)
 		return rawTrue, "", true
 	}
 	var id []int64

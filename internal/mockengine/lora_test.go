@@ -1,6 +1,7 @@
 package mockengine
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 
 func TestLoRAUtilities(t *testing.T) {
 	dir := t.TempDir()
-	e := &engine{cfg: Config{MaxLoRAs: 2, Layout: wire.Native()}}
+	e := &engine{cfg: Config{MaxLoRAs: 2, Layout: wire.Native()}, log: slog.New(slog.DiscardHandler)}
 	add := func(name string, id int64, path string) (wire.Raw, string) {
 		args, err := wire.Native().AppendLoRAArgs(nil, &wire.LoRARequest{Name: name, IntID: id, Path: path})
 		if err != nil {
