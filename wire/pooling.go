@@ -91,7 +91,7 @@ func (l *Layout) poolingValue(b []byte, p *PoolingParams, id uint8) ([]byte, boo
 	case poolDimensions:
 		return appendOptInt(b, p.Dimensions), p.Dimensions.Valid
 	case poolNormalize, poolUseActivation, poolActivation, poolSoftmax:
-		if l.activationField(p.Task) != id || !p.Activation.Valid {
+		if !p.Activation.Valid || !l.carriesActivation(p.Task, id) {
 			return appendNil(b), false
 		}
 		return appendOptBool(b, p.Activation), true
@@ -122,6 +122,17 @@ func (l *Layout) poolingValue(b []byte, p *PoolingParams, id uint8) ([]byte, boo
 
 // compressedTypeIDsKey is the extra_kwargs key vLLM's model runner reads the split from.
 const compressedTypeIDsKey = "compressed_token_type_ids"
+
+// carriesActivation reports whether field id gets Activation for task. The releases
+// that have both normalize and use_activation (v0.12, v0.15) saw their embedding heads move
+// from reading the first to the second (vLLM's "Replace PoolingParams.normalize with
+// use_activation"); an embedding task sets both there, so either reading is right.
+func (l *Layout) carriesActivation(task string, id uint8) bool {
+	if id == l.activationField(task) {
+		return true
+	}
+	return id == poolUseActivation && embedTask(task) && l.poolHas&(1<<poolUseActivation) != 0
+}
 
 // activationField is the field that carries Activation for task in l (0: none).
 func (l *Layout) activationField(task string) uint8 {

@@ -138,6 +138,9 @@ func poolingPeer(t *testing.T, py string, l *wire.Layout) {
 		if knob := activationKnob(l.Name, c.p.Task); params[knob] != c.p.Activation.Value {
 			t.Errorf("%s: %s = %v, want %v (params %v)", c.name, knob, params[knob], c.p.Activation.Value, params)
 		}
+		if _, both := params["use_activation"]; both && (c.p.Task == "embed" || c.p.Task == "token_embed") && params["use_activation"] != c.p.Activation.Value {
+			t.Errorf("%s: use_activation = %v beside normalize, want %v", c.name, params["use_activation"], c.p.Activation.Value)
+		}
 		sent++
 	}
 	if err := push.Send([]byte("END")); err != nil {
