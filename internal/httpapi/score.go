@@ -24,6 +24,10 @@ import (
 // (or text) is an engine request. Cohere's own rerank takes up to 1,000 documents.
 const maxScoreInputs = 1000
 
+// maxPairTextBytes bounds the text a cross-encoder request tokenizes, its query
+// counted once per document: four default bodies.
+const maxPairTextBytes = 4 * DefaultMaxBodyBytes
+
 // scoreRequest is the body of /score and /rerank: vLLM's ScoreRequest variants
 // (queries+documents, queries+items, data_1+data_2, text_1+text_2) and RerankRequest
 // (query, documents, top_n), with the scoring fields they share.
@@ -394,6 +398,15 @@ func (a *API) crossPrompts(ctx context.Context, plan *scorePlan, q, d []string, 
 	}
 	sep := a.poolModelInfo().sepToken
 	plan.nPairs = len(d)
+	// Each pair tokenizes its query again (vLLM's way): a long query with many
+	// documents would multiply the body's bytes, so the pairs' text is bounded first.
+	total := 0
+	for i, doc := range d {
+		total += len(doc) + len(q[min(i, len(q)-1)])
+	}
+	if total > maxPairTextBytes {
+		return badRequest("documents", "the pairs' texts (the query once per document) total %d bytes, more than the limit of %d", total, maxPairTextBytes)
+	}
 	for i, doc := range d {
 		query := q[0]
 		if len(q) > 1 {

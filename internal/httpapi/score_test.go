@@ -179,6 +179,18 @@ func TestScoreTruncationAndLength(t *testing.T) {
 	}
 }
 
+// TestPairTextBound: a query repeated over many documents is refused before any
+// tokenizing when the pairs' text passes the bound.
+func TestPairTextBound(t *testing.T) {
+	a := scoreTestAPI(t, 0, "")
+	docs := make([]string, maxScoreInputs)
+	plan := &scorePlan{kind: scoreKind{cross: true, task: "classify"}}
+	e := a.crossPrompts(context.Background(), plan, []string{strings.Repeat("a", maxPairTextBytes/maxScoreInputs+1)}, docs, &tokParams{}, 0, 0)
+	if e == nil || !strings.Contains(e.Message, "more than the limit of") || len(plan.job.Prompts) != 0 {
+		t.Fatalf("got %v", e)
+	}
+}
+
 // TestBiEncoderScores: queries and documents are embedded alone, the score is the
 // cosine, usage counts query + pad + document per pair (the query once per pair).
 func TestBiEncoderScores(t *testing.T) {
