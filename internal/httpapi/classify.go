@@ -25,7 +25,12 @@ type classifyRequest struct {
 	Priority             *int64
 	RequestID            *string
 	Normalize            json.RawMessage
+	// ClassificationChatRequest's: a conversation through the chat template.
 	Messages             json.RawMessage
+	ChatTemplate         *string
+	ChatTemplateKwargs   json.RawMessage
+	AddGenerationPrompt  *bool
+	ContinueFinalMessage *bool
 }
 
 func (r *classifyRequest) field(key string) any {
@@ -50,6 +55,14 @@ func (r *classifyRequest) field(key string) any {
 		return &r.Normalize
 	case "messages":
 		return &r.Messages
+	case "chat_template":
+		return &r.ChatTemplate
+	case "chat_template_kwargs":
+		return &r.ChatTemplateKwargs
+	case "add_generation_prompt":
+		return &r.AddGenerationPrompt
+	case "continue_final_message":
+		return &r.ContinueFinalMessage
 	}
 	return nil
 }
@@ -125,9 +138,6 @@ func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *AP
 	if req.Normalize != nil {
 		return job, badRequest("normalize", "Parameter `normalize` was removed; use `use_activation` instead.")
 	}
-	if req.Messages != nil {
-		return job, badRequest("messages", "messages: classification of a conversation is not supported by switchyard; send input")
-	}
 	tp := &tokParams{maxLen: a.maxModelLen(), truncate: req.TruncatePromptTokens, tokLeft: a.poolModelInfo().truncLeft}
 	if req.TruncationSide != nil {
 		tp.side = *req.TruncationSide
@@ -135,7 +145,13 @@ func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *AP
 	if apiErr := tp.validate(); apiErr != nil {
 		return job, apiErr
 	}
-	prompts, apiErr := a.classifyPrompts(req, tp)
+	var prompts [][]int64
+	var apiErr *APIError
+	if req.Messages != nil && req.Input == nil {
+		prompts, apiErr = a.classifyChat(r, req, tp)
+	} else {
+		prompts, apiErr = a.classifyPrompts(req, tp)
+	}
 	if apiErr != nil {
 		return job, apiErr
 	}
@@ -145,6 +161,35 @@ func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *AP
 		job.Params.Activation.Value = *req.UseActivation
 	}
 	return job, a.jobRouting(r, &job, req.Priority, req.RequestID, "classify-")
+}
+
+// classifyChat renders a conversation as vLLM's ClassificationChatRequest does:
+// no generation prompt and no special tokens unless asked (the template adds them).
+func (a *API) classifyChat(r *http.Request, req *classifyRequest, tp *tokParams) ([][]int64, *APIError) {
+	if a.text == nil {
+		return nil, errNeedsTokenizer("messages")
+	}
+	cont := req.ContinueFinalMessage != nil && *req.ContinueFinalMessage
+	if cont && req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+		return nil, badRequest("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+	}
+	c := &ChatRequest{Messages: req.Messages, ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs,
+		AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: cont}
+	if c.AddGenerationPrompt == nil {
+		c.AddGenerationPrompt = new(bool)
+	}
+	addSpecial := req.AddSpecialTokens
+	if addSpecial == nil {
+		addSpecial = new(bool)
+	}
+	ids, _, apiErr := a.renderChatText(r.Context(), c, addSpecial)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if ids, _, apiErr = tp.after(ids, nil); apiErr != nil {
+		return nil, apiErr
+	}
+	return [][]int64{ids}, nil
 }
 
 // classifyPrompts reads input as vLLM's prompt_to_seq does and tokenizes the texts.

@@ -363,3 +363,30 @@ func TestPairPromptForms(t *testing.T) {
 		t.Fatalf("joined pair %v, want %v", plan.job.Prompts[0], want)
 	}
 }
+
+// TestClassifyChat ports vLLM's classification chat request: the conversation through
+// the chat template, no generation prompt and no special tokens by default, the
+// continue_final_message / add_generation_prompt conflict refused.
+func TestClassifyChat(t *testing.T) {
+	a := scoreTestAPI(t, 50, "")
+	tmpl, err := chattemplate.Parse("{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}?{% endif %}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.text.Template = tmpl
+	msgs := json.RawMessage(`[{"role": "user", "content": "ab"}, {"role": "assistant", "content": "cd"}]`)
+	r := httptest.NewRequest("POST", "/classify", nil)
+	job, e := a.classifyJobOf(r, &classifyRequest{Messages: msgs})
+	if e != nil || len(job.Prompts) != 1 || !slices.Equal(job.Prompts[0], a.text.Tokenizer.Encode("abcd", false)) {
+		t.Fatalf("%v %v", job.Prompts, e)
+	}
+	yes := true
+	job, e = a.classifyJobOf(r, &classifyRequest{Messages: msgs, AddGenerationPrompt: &yes, AddSpecialTokens: &yes})
+	if e != nil || !slices.Equal(job.Prompts[0], a.text.Tokenizer.Encode("abcd?", true)) {
+		t.Fatalf("%v %v", job.Prompts, e)
+	}
+	_, e = a.classifyJobOf(r, &classifyRequest{Messages: msgs, AddGenerationPrompt: &yes, ContinueFinalMessage: &yes})
+	if e == nil || e.Message != "Cannot set both `continue_final_message` and `add_generation_prompt` to True." {
+		t.Fatalf("%v", e)
+	}
+}
