@@ -17,11 +17,12 @@ import (
 )
 
 // TestLoRA: serve --enable-lora with a --lora-modules adapter in front of mock
-// engines of two vLLM releases (newest knows LoRARequest's fields, v0.18's
-// built-in layout does not): /v1/models lists the adapter; a completion naming it
-// reaches a newest engine with the LoRARequest (the mock seeds its answer with
-// the adapter's name), never the v0.18 one, and stays on the engine that served
-// it; the base model's answer is the
+// engines of three vLLM releases whose LoRARequest differs (newest: 7 fields;
+// v0.18: 6, no is_3d_lora_weight; v0.11: 7 with lora_local_path and
+// long_lora_max_len): /v1/models lists the adapter; a completion naming it
+// reaches an engine with the LoRARequest in that engine's release's shape (the
+// mock seeds its answer with the adapter's name), on every release when pinned,
+// and stays on the engine that served it; the base model's answer is the
 // plain one; load and unload work through every engine (a missing path is the
 // engine's 404), are admin endpoints, and an unknown model is vLLM's 404.
 func TestLoRA(t *testing.T) {
@@ -33,7 +34,7 @@ func TestLoRA(t *testing.T) {
 		}
 	}
 	s := startServe(t, "--enable-lora", "--max-loras", "2", "--lora-modules", "sql="+sql,
-		"--mock-engines", "3", "--mock-engine-layouts", "newest,v0.18,newest", "--lb-policy", "round-robin")
+		"--mock-engines", "3", "--mock-engine-layouts", "newest,v0.18,v0.11", "--lb-policy", "round-robin")
 	eventually(t, 30*time.Second, "three engines ready", func() bool {
 		ready := 0
 		for _, e := range s.engines(t) {
@@ -70,10 +71,10 @@ func TestLoRA(t *testing.T) {
 	}
 
 	prompt := []int64{5, 6, 7}
-	complete := func(model string) (int, []int64, string, string) {
+	complete := func(model string, hdr ...string) (int, []int64, string, string) {
 		t.Helper()
 		body := `{"prompt": [5, 6, 7], "max_tokens": 6, "ignore_eos": true, "model": "` + model + `"}`
-		resp, b, err := s.post(context.Background(), body)
+		resp, b, err := s.post(context.Background(), body, hdr...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,11 +94,18 @@ func TestLoRA(t *testing.T) {
 		}
 		ranks[rank] = true
 	}
-	// Never rank 1 (its release's LoRARequest fields are unknown); and one rank
-	// only: round-robin alone would alternate 0 and 2, but the LoRA router keeps
+	// One rank only: round-robin alone would rotate, but the LoRA router keeps
 	// sending the adapter where it was just served, that engine being no busier.
-	if ranks["1"] || len(ranks) != 1 {
-		t.Errorf("LoRA requests went to ranks %v; want one of 0 and 2", ranks)
+	if len(ranks) != 1 {
+		t.Errorf("LoRA requests went to ranks %v; want one", ranks)
+	}
+	// Each release's engine decodes its own LoRARequest shape and serves it.
+	for rank := range 3 {
+		r := strconv.Itoa(rank)
+		code, toks, got, b := complete("sql", "X-data-parallel-rank", r)
+		if code != 200 || got != r || !slices.Equal(toks, mockengine.TokensForLoRA("sql", prompt, 6)) {
+			t.Fatalf("model sql pinned to rank %s: %d rank %q %s", r, code, got, b)
+		}
 	}
 	if code, toks, _, b := complete("switchyard"); code != 200 || !slices.Equal(toks, mockengine.TokensFor(prompt, 6)) {
 		t.Fatalf("the base model: %d %s", code, b)

@@ -10,18 +10,28 @@ import (
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
-// A libzmq engine (pyzmq) of the newest release, which reads LoRARequest as
-// msgspec reads vLLM's array_like struct, is sent the add_lora utility and an ADD
-// carrying a LoRARequest, both encoded in its layout: it decodes every field
-// (answering them back), and generates the LoRA request's tokens.
+// A libzmq engine (pyzmq) of each release whose LoRARequest differs (newest;
+// v0.18, without is_3d_lora_weight; v0.11, with lora_local_path and
+// long_lora_max_len), which reads LoRARequest as msgspec reads vLLM's array_like
+// struct, is sent the add_lora utility and an ADD carrying a LoRARequest, both
+// encoded in its layout: it decodes every field (answering them back), and
+// generates the LoRA request's tokens.
 func TestInteropLoRAPythonEngine(t *testing.T) {
+	for _, name := range []string{"newest", "v0.18", "v0.11"} {
+		t.Run(name, func(t *testing.T) { loraInterop(t, name) })
+	}
+}
+
+func loraInterop(t *testing.T, layout string) {
 	rec := newRecorder()
 	got := make(chan *wire.UtilityOutput, 1)
 	f := startFrontend(t, testConfig(t, "ipc", 1), utilityCatcher{rec, got})
-	pyEngineLayout(t, f.HandshakeAddress(), 0, 0, "newest")
+	pyEngineLayout(t, f.HandshakeAddress(), 0, 0, layout)
 	waitReady(t, f, 1)
 	l := f.Engines()[0].Layout
-	lr := &wire.LoRARequest{Name: "sql", IntID: 3, Path: "/loras/sql", BaseModelName: wire.SomeString("m"), LoadInplace: true}
+	// load_inplace exists from v0.15 on.
+	inplace := layout != "v0.11"
+	lr := &wire.LoRARequest{Name: "sql", IntID: 3, Path: "/loras/sql", BaseModelName: wire.SomeString("m"), LoadInplace: inplace}
 	args, err := l.AppendLoRAArgs(nil, lr)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +50,18 @@ func TestInteropLoRAPythonEngine(t *testing.T) {
 			t.Fatalf("add_lora refused: %+v", u)
 		}
 		want := map[string]any{"lora_name": "sql", "lora_int_id": int8(3), "lora_path": "/loras/sql", "base_model_name": "m",
-			"tensorizer_config_dict": nil, "load_inplace": true, "is_3d_lora_weight": false}
+			"tensorizer_config_dict": nil}
+		switch layout {
+		case "newest":
+			want["load_inplace"], want["is_3d_lora_weight"] = true, false
+		case "v0.18":
+			want["load_inplace"] = true
+		case "v0.11":
+			want["lora_local_path"], want["long_lora_max_len"] = nil, nil
+		}
+		if len(m) != len(want) {
+			t.Errorf("the engine read %d fields, want %d: %v", len(m), len(want), m)
+		}
 		for k, v := range want {
 			if m[k] != v {
 				t.Errorf("the engine read %s = %#v, want %#v (all: %v)", k, m[k], v, m)

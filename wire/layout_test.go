@@ -229,7 +229,7 @@ func TestLayoutRefusesWhatItCannotCarry(t *testing.T) {
 		{"thinking budget", func(r *EngineCoreRequest) { r.Sampling.ThinkingTokenBudget = SomeInt(10) }, "sampling_params.thinking_token_budget"},
 		{"resumable", func(r *EngineCoreRequest) { r.Resumable = true }, "resumable"},
 		{"session", func(r *EngineCoreRequest) { r.SessionID = SomeString("s") }, "session_id"},
-		{"lora", func(r *EngineCoreRequest) { r.LoRA = &LoRARequest{Name: "a", IntID: 1} }, "lora_request"},
+		{"lora load_inplace", func(r *EngineCoreRequest) { r.LoRA = &LoRARequest{Name: "a", IntID: 1, Path: "/a", LoadInplace: true} }, "lora_request.load_inplace"},
 		{"pooling", func(r *EngineCoreRequest) { r.Sampling, r.PoolingParams = nil, Raw{0x90} }, "pooling_params"},
 	}
 	for _, tt := range tests {

@@ -12,8 +12,8 @@ func (l *Layout) HasLoRA() bool { return l.lora != nil }
 // order. A layout without LoRARequest's fields is a *LayoutError; a value the
 // engine would reject (id < 1, empty path, bad UTF-8) is a *ValidationError.
 func (l *Layout) AppendLoRAArgs(b []byte, lr *LoRARequest) ([]byte, error) {
-	if l.lora == nil {
-		return b, &LayoutError{Layout: l.Name, Field: "lora_request", Msg: "LoRARequest's fields are not known for this vLLM release; load a layout file generated from its classes"}
+	if err := l.loraCarries(lr); err != nil {
+		return b, err
 	}
 	if err := lr.engineAccepts(); err != nil {
 		return b, err

@@ -205,8 +205,33 @@ func (l *Layout) fits(r *EngineCoreRequest) error {
 	if p := set & raw; p != 0 && !l.Native {
 		return &LayoutError{Layout: l.Name, Field: firstBitName(p, requestFieldNames[:]), Msg: "passed through only to engines of the native layout (" + Native().Name + ")"}
 	}
-	if r.LoRA != nil && l.lora == nil {
+	if r.LoRA != nil {
+		return l.loraCarries(r.LoRA)
+	}
+	return nil
+}
+
+// loraCarries refuses a LoRARequest that l's release cannot carry: one whose
+// fields l does not know, or one that sets a field the release does not have
+// (load_inplace before v0.15, is_3d_lora_weight before v0.21), which an engine
+// of that release would not see.
+func (l *Layout) loraCarries(lr *LoRARequest) error {
+	if l.lora == nil {
 		return &LayoutError{Layout: l.Name, Field: "lora_request", Msg: "LoRARequest's fields are not known for this vLLM release; load a layout file generated from its classes"}
+	}
+	has := func(id uint8) bool {
+		for _, s := range l.lora {
+			if s.id == id {
+				return true
+			}
+		}
+		return false
+	}
+	if lr.LoadInplace && !has(loraLoadInplace) {
+		return &LayoutError{Layout: l.Name, Field: "lora_request.load_inplace", Msg: "engines of this vLLM release have no such field"}
+	}
+	if lr.Is3DLoRAWeight && !has(lora3DWeight) {
+		return &LayoutError{Layout: l.Name, Field: "lora_request.is_3d_lora_weight", Msg: "engines of this vLLM release have no such field"}
 	}
 	return nil
 }

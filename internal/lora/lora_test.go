@@ -2,6 +2,7 @@ package lora
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -47,12 +48,13 @@ func TestParseModule(t *testing.T) {
 // fakeCaller answers utility calls as engines of the given ranks would, and
 // records what each was sent (decoded in the newest layout).
 type fakeCaller struct {
-	mu    sync.Mutex
-	ranks []int
-	fail  map[int]string // rank -> failure message
-	calls []string       // "method rank arg"
-	value any            // remove_lora's result (default true)
-	old   map[int]bool   // ranks whose layout is v0.18 (no LoRARequest fields)
+	mu     sync.Mutex
+	ranks  []int
+	fail   map[int]string // rank -> failure message
+	calls  []string       // "method rank arg"
+	value  any            // remove_lora's result (default true)
+	noLoRA *wire.Layout   // the layout of the old ranks
+	old    map[int]bool   // ranks whose layout has no LoRARequest fields
 }
 
 func (f *fakeCaller) CallUtilityEach(_ context.Context, method string, ranks []int, args dispatcher.UtilityArgs) (dispatcher.UtilityResults, error) {
@@ -66,7 +68,7 @@ func (f *fakeCaller) CallUtilityEach(_ context.Context, method string, ranks []i
 		}
 		lay := wire.Native()
 		if f.old[r] {
-			lay = wire.BuiltinLayout("v0.18")
+			lay = f.noLoRA
 		}
 		raw, err := args(r, lay)
 		if err != nil {
@@ -339,11 +341,35 @@ func TestPrefer(t *testing.T) {
 	}
 }
 
+// noLoRALayout is v0.18's layout without LoRARequest's fields: what a layout
+// file for a release whose fields are unknown gives (every built-in knows them).
+func noLoRALayout(t testing.TB) *wire.Layout {
+	t.Helper()
+	b, err := wire.BuiltinLayout("v0.18").JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	delete(f["structs"].(map[string]any), "LoRARequest")
+	f["name"] = "v0.18-no-lora"
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	l, err := wire.ParseLayout(b, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func TestRegistrySkipsLayoutsWithoutLoRA(t *testing.T) {
-	f := &fakeCaller{ranks: []int{0, 1}, old: map[int]bool{1: true}}
+	f := &fakeCaller{ranks: []int{0, 1}, old: map[int]bool{1: true}, noLoRA: noLoRALayout(t)}
 	r, _ := New(Config{Caller: f, BaseModel: "base"})
 	if _, e := r.Load(context.Background(), LoadRequest{Name: "a", Path: "/a"}); e != nil {
-		t.Fatalf("a v0.18 engine beside a newest one: %+v", e)
+		t.Fatalf("an engine without LoRA fields beside a newest one: %+v", e)
 	}
 	if got := f.take(); strings.Join(got, "|") != "add_lora 0 a#1@/a" {
 		t.Errorf("calls %q", got)
@@ -356,6 +382,6 @@ func TestRegistrySkipsLayoutsWithoutLoRA(t *testing.T) {
 	}
 	f.old[0] = true
 	if _, e := r.Load(context.Background(), LoadRequest{Name: "b", Path: "/b"}); e == nil || e.Status != 500 || !strings.Contains(e.Message, "vllm-layout-script") {
-		t.Errorf("only v0.18 engines: %+v", e)
+		t.Errorf("only engines without LoRA fields: %+v", e)
 	}
 }
