@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/transport"
@@ -23,70 +20,25 @@ import (
 // each tensor as float32s and answers with encoding/json. No validation beyond the
 // tensor read, no tasks check, no rank choice, no metrics.
 type EmbedFloor struct {
-	lay         *wire.Layout
-	hs, in, out transport.Socket
-	ln          net.Listener
-	srv         *http.Server
-	engines     [][]byte
-	next        atomic.Uint64
-	mu          sync.Mutex
-	reqs        map[string]chan *wire.Tensor
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
+	httpFrontend
+	mu   sync.Mutex
+	reqs map[string]chan *wire.Tensor
 }
 
 // StartEmbedFloor binds the floor's sockets; it serves once AwaitEngines is done.
 func StartEmbedFloor(ctx context.Context, lay *wire.Layout, a HTTPFloorAddrs) (*EmbedFloor, error) {
-	if lay == nil {
-		lay = wire.Native()
-	}
-	f := &EmbedFloor{lay: lay, reqs: map[string]chan *wire.Tensor{}}
-	var err error
-	open := func(kind transport.Kind, ep string) transport.Socket {
-		if err != nil {
-			return nil
-		}
-		var s transport.Socket
-		s, err = transport.ZMQ.Listen(ctx, kind, ep, transport.Options{})
-		return s
-	}
-	f.in = open(transport.Router, a.Input)
-	f.out = open(transport.Pull, a.Output)
-	f.hs = open(transport.Router, a.Handshake)
-	if err == nil {
-		f.ln, err = net.Listen("tcp", a.HTTP)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bench embed floor: %w", err)
+	f := &EmbedFloor{reqs: map[string]chan *wire.Tensor{}}
+	if err := f.open(ctx, "bench embed floor", lay, a); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
-// HandshakeAddr is where engines connect.
-func (f *EmbedFloor) HandshakeAddr() string { return f.hs.Addr() }
-
-// HTTPAddr is the bound HTTP address (host:port).
-func (f *EmbedFloor) HTTPAddr() string { return f.ln.Addr().String() }
-
 // AwaitEngines runs the handshake with n engines, then serves.
 func (f *EmbedFloor) AwaitEngines(ctx context.Context, n int) error {
-	if err := acceptEngines(ctx, f.hs, f.in, n, f.in.Addr(), f.out.Addr()); err != nil {
-		return fmt.Errorf("bench embed floor: %w", err)
-	}
-	for i := range n {
-		f.engines = append(f.engines, wire.IdentityOf(i).Bytes())
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/embeddings", f.embeddings)
-	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	f.wg.Add(2)
-	go f.receive()
-	go func() {
-		defer f.wg.Done()
-		_ = f.srv.Serve(f.ln)
-	}()
-	return nil
+	return f.serve(ctx, n, mux, f.receive)
 }
 
 type embedItem struct {
@@ -126,8 +78,7 @@ func (f *EmbedFloor) embeddings(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		eng := f.engines[f.next.Add(1)%uint64(len(f.engines))]
-		if err := f.in.Send(append([][]byte{eng, {wire.RequestAdd}, msg}, aux...)...); err != nil {
+		if err := f.in.Send(append([][]byte{f.nextEngine(), {wire.RequestAdd}, msg}, aux...)...); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -158,7 +109,6 @@ func (f *EmbedFloor) embeddings(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *EmbedFloor) receive() {
-	defer f.wg.Done()
 	dec := wire.OutputsDecoder{Layout: f.lay}
 	var outs wire.EngineCoreOutputs
 	for {
@@ -197,22 +147,8 @@ func (f *EmbedFloor) receive() {
 	}
 }
 
-// Close stops the HTTP server and closes the sockets.
+// Close stops the HTTP server, closes the sockets and joins the floor's goroutines.
 func (f *EmbedFloor) Close() error {
-	f.closeOnce.Do(func() {
-		if f.srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = f.srv.Shutdown(ctx)
-			cancel()
-		} else if f.ln != nil {
-			f.ln.Close()
-		}
-		for _, s := range []transport.Socket{f.hs, f.in, f.out} {
-			if s != nil {
-				s.Close()
-			}
-		}
-		f.wg.Wait()
-	})
+	f.close()
 	return nil
 }

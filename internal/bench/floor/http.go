@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/httpapi"
@@ -26,20 +24,13 @@ import (
 // JSON answer, once per output for SSE. No validation, no request table beyond a map,
 // no rank choice, no metrics: what switchyard pays above this is its own cost.
 type HTTPFloor struct {
-	lay         *wire.Layout
-	hs, in, out transport.Socket
-	ln          net.Listener
-	srv         *http.Server
-	engines     [][]byte
-	next        atomic.Uint64
-	mu          sync.Mutex
-	reqs        map[string]*floorReq
-	wg          sync.WaitGroup
-	created     int64
-	typAdd      []byte
-	bufs        sync.Pool
-	closeOnce   sync.Once
-	recvErr     error
+	httpFrontend
+	mu      sync.Mutex
+	reqs    map[string]*floorReq
+	created int64
+	typAdd  []byte
+	bufs    sync.Pool
+	recvErr error
 }
 
 // floorReq is one request in flight: tokens gathered for a JSON answer, or a channel
@@ -52,67 +43,23 @@ type floorReq struct {
 	outs   chan wire.EngineCoreOutput // SSE: one per output
 }
 
-// HTTPFloorAddrs are what a floor binds: the HTTP listener, the handshake and the
-// engine input/output sockets.
-type HTTPFloorAddrs struct {
-	HTTP, Handshake, Input, Output string
-}
-
 // StartHTTPFloor binds the floor's sockets and serves HTTP once AwaitEngines is done.
 func StartHTTPFloor(ctx context.Context, lay *wire.Layout, a HTTPFloorAddrs) (*HTTPFloor, error) {
-	if lay == nil {
-		lay = wire.Native()
-	}
-	f := &HTTPFloor{lay: lay, reqs: map[string]*floorReq{}, created: time.Now().Unix(), typAdd: []byte{wire.RequestAdd}}
+	f := &HTTPFloor{reqs: map[string]*floorReq{}, created: time.Now().Unix(), typAdd: []byte{wire.RequestAdd}}
 	f.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
-	var err error
-	open := func(kind transport.Kind, ep string) transport.Socket {
-		if err != nil {
-			return nil
-		}
-		var s transport.Socket
-		s, err = transport.ZMQ.Listen(ctx, kind, ep, transport.Options{})
-		return s
-	}
-	f.in = open(transport.Router, a.Input)
-	f.out = open(transport.Pull, a.Output)
-	f.hs = open(transport.Router, a.Handshake)
-	if err == nil {
-		f.ln, err = net.Listen("tcp", a.HTTP)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bench http floor: %w", err)
+	if err := f.open(ctx, "bench http floor", lay, a); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
-// HandshakeAddr is where engines connect; HTTPAddr is host:port of the HTTP listener.
-func (f *HTTPFloor) HandshakeAddr() string { return f.hs.Addr() }
-
-// HTTPAddr is the bound HTTP address (host:port).
-func (f *HTTPFloor) HTTPAddr() string { return f.ln.Addr().String() }
-
 // AwaitEngines runs the handshake with n engines, then starts the output receiver
 // and the HTTP server.
 func (f *HTTPFloor) AwaitEngines(ctx context.Context, n int) error {
-	if err := acceptEngines(ctx, f.hs, f.in, n, f.in.Addr(), f.out.Addr()); err != nil {
-		return fmt.Errorf("bench http floor: %w", err)
-	}
-	for i := range n {
-		f.engines = append(f.engines, wire.IdentityOf(i).Bytes())
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	f.wg.Add(2)
-	go f.receive()
-	go func() {
-		defer f.wg.Done()
-		_ = f.srv.Serve(f.ln)
-	}()
-	return nil
+	return f.serve(ctx, n, mux, f.receive)
 }
 
 // floorBody is the part of the completion body the floor reads.
@@ -166,8 +113,7 @@ func (f *HTTPFloor) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	*bp = msg
-	eng := f.engines[f.next.Add(1)%uint64(len(f.engines))]
-	if err := f.in.Send(append([][]byte{eng, f.typAdd, msg}, aux...)...); err != nil {
+	if err := f.in.Send(append([][]byte{f.nextEngine(), f.typAdd, msg}, aux...)...); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -229,7 +175,6 @@ func finishName(r wire.FinishReason) *string {
 
 // receive decodes engine outputs and hands each to its request.
 func (f *HTTPFloor) receive() {
-	defer f.wg.Done()
 	dec := wire.OutputsDecoder{Layout: f.lay}
 	var outs wire.EngineCoreOutputs
 	for {
@@ -272,22 +217,9 @@ func (f *HTTPFloor) receive() {
 	}
 }
 
-// Close stops the HTTP server and closes the sockets.
+// Close stops the HTTP server, closes the sockets and joins the floor's goroutines;
+// it returns the receiver's error, if it failed before the close.
 func (f *HTTPFloor) Close() error {
-	f.closeOnce.Do(func() {
-		if f.srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = f.srv.Shutdown(ctx)
-			cancel()
-		} else if f.ln != nil {
-			f.ln.Close()
-		}
-		for _, s := range []transport.Socket{f.hs, f.in, f.out} {
-			if s != nil {
-				s.Close()
-			}
-		}
-		f.wg.Wait()
-	})
+	f.close()
 	return f.recvErr
 }
