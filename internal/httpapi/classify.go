@@ -119,15 +119,7 @@ func (a *API) classifyAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	id, apiErr := headerRequestID(r, "classify-")
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	if id == "" {
-		id = randomID("classify-")
-	}
-	writeJSON(w, http.StatusOK, a.classifyResponseOf(id, answers))
+	writeJSON(w, http.StatusOK, a.classifyResponseOf(job.VisibleID, answers))
 }
 
 func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *APIError) {
@@ -160,7 +152,7 @@ func (a *API) classifyJobOf(r *http.Request, req *classifyRequest) (poolJob, *AP
 	if req.UseActivation != nil {
 		job.Params.Activation.Value = *req.UseActivation
 	}
-	return job, a.jobRouting(r, &job, req.Priority, req.RequestID, "classify-")
+	return job, a.jobRouting(r, &job, req.Priority, req.RequestID, "classify-", false)
 }
 
 // classifyChat renders a conversation as vLLM's ClassificationChatRequest does:

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/switchyard-llm/switchyard/internal/apicore"
@@ -198,31 +197,8 @@ func (a *API) poolJobOf(r *http.Request, req *poolRequest, ep poolEndpoint) (poo
 	if apiErr = a.truncate(req, &job); apiErr != nil {
 		return job, enc, apiErr
 	}
-	if req.Priority != nil {
-		job.Priority = *req.Priority
-	}
-	if h := strings.TrimSpace(r.Header.Get(RankHeader)); h != "" {
-		rank, err := strconv.ParseInt(h, 10, 32)
-		if err != nil || rank < 0 {
-			return job, enc, badRequest(RankHeader, "%s must be a non-negative integer, got %q", RankHeader, h)
-		}
-		job.Rank = wire.SomeInt(rank)
-	}
-	job.BaseID = randomID(ep.idPrefix)
-	job.VisibleID = job.BaseID
-	if req.RequestID != nil && *req.RequestID != "" {
-		if len(*req.RequestID) > apicore.MaxRequestIDLen {
-			return job, enc, badRequest("request_id", "request_id is longer than %d bytes", apicore.MaxRequestIDLen)
-		}
-		// The engine ids stay ours (unique); the answer carries the client's, as vLLM's.
-		job.VisibleID = ep.idPrefix + *req.RequestID
-		job.BaseID = *req.RequestID + "-" + job.BaseID[len(ep.idPrefix):]
-	}
-	// X-Request-Id names the answer ahead of the body's request_id, as for completions.
-	if id, apiErr := headerRequestID(r, ep.idPrefix); apiErr != nil {
+	if apiErr = a.jobRouting(r, &job, req.Priority, req.RequestID, ep.idPrefix, true); apiErr != nil {
 		return job, enc, apiErr
-	} else if id != "" {
-		job.VisibleID = id
 	}
 	return job, enc, nil
 }

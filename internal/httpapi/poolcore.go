@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -98,6 +99,40 @@ func (a *API) pool(ctx context.Context, job poolJob) ([]pooled, *APIError) {
 		out[i] = pooled{Shape: shape, Data: data, PromptTokens: len(job.Prompts[i])}
 	}
 	return out, nil
+}
+
+// jobRouting fills the job's priority, rank (X-data-parallel-rank), engine ids and
+// answer id, before any engine request. The engine ids stay ours (unique), led by the body's
+// request_id when it has one. The answer is named by X-Request-Id, else, where
+// bodyNames (vLLM's embeddings and pooling take it as the default), by the body's
+// request_id, else by the engine ids' random part; each with prefix.
+func (a *API) jobRouting(r *http.Request, job *poolJob, priority *int64, requestID *string, prefix string, bodyNames bool) *APIError {
+	if priority != nil {
+		job.Priority = *priority
+	}
+	var apiErr *APIError
+	if job.Rank, apiErr = rankHeader(r); apiErr != nil {
+		return apiErr
+	}
+	job.BaseID = randomID(prefix)
+	job.VisibleID = job.BaseID
+	if requestID != nil && *requestID != "" {
+		if len(*requestID) > apicore.MaxRequestIDLen {
+			return badRequest("request_id", "request_id is longer than %d bytes", apicore.MaxRequestIDLen)
+		}
+		if bodyNames {
+			job.VisibleID = prefix + *requestID
+		}
+		job.BaseID = *requestID + "-" + job.BaseID[len(prefix):]
+	}
+	id, apiErr := headerRequestID(r, prefix)
+	if apiErr != nil {
+		return apiErr
+	}
+	if id != "" {
+		job.VisibleID = id
+	}
+	return nil
 }
 
 // recvPooled waits for s's final output and reads its tensor.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -313,5 +314,35 @@ func TestEmbeddingsRequestID(t *testing.T) {
 	_ = json.Unmarshal(w.Body.Bytes(), &got)
 	if got["id"] != "embd-hdr" || f.seen[1].RequestID == f.seen[0].RequestID {
 		t.Fatalf("id %v, engine ids %s %s", got["id"], f.seen[0].RequestID, f.seen[1].RequestID)
+	}
+}
+
+// /classify (and /score) are named by X-Request-Id only, as vLLM's classification
+// serving names them; the body's request_id leads the engine ids. An X-Request-Id
+// over the bound is refused before any engine request.
+func TestClassifyRequestID(t *testing.T) {
+	f, h := newPoolAPI(t, "classify")
+	post := func(hdr string) (int, map[string]any) {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/classify", strings.NewReader(`{"input": [1, 2], "request_id": "mine"}`))
+		if hdr != "" {
+			req.Header.Set(RequestIDHeader, hdr)
+		}
+		h.ServeHTTP(w, req)
+		var m map[string]any
+		_ = json.Unmarshal(w.Body.Bytes(), &m)
+		return w.Code, m
+	}
+	code, m := post("")
+	id, _ := m["id"].(string)
+	if code != http.StatusOK || !strings.HasPrefix(id, "classify-") || id == "classify-mine" || !strings.HasPrefix(f.seen[0].RequestID, "mine-") {
+		t.Fatalf("%d id %v, engine id %s", code, m["id"], f.seen[0].RequestID)
+	}
+	if code, m = post("hdr"); code != http.StatusOK || m["id"] != "classify-hdr" {
+		t.Fatalf("%d id %v", code, m["id"])
+	}
+	sent := len(f.seen)
+	if code, _ = post(strings.Repeat("x", apicore.MaxRequestIDLen+1)); code != http.StatusBadRequest || len(f.seen) != sent {
+		t.Fatalf("%d, %d engine requests after %d", code, len(f.seen), sent)
 	}
 }

@@ -194,14 +194,7 @@ func (a *API) serveScore(w http.ResponseWriter, r *http.Request, rerank bool) {
 		writeError(w, apiErr)
 		return
 	}
-	id, apiErr := headerRequestID(r, "score-")
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	if id == "" {
-		id = randomID("score-")
-	}
+	id := plan.job.VisibleID
 	if rerank {
 		writeJSON(w, http.StatusOK, rerankResponseOf(id, a.poolModelName(), plan, scores, tokens))
 		return
@@ -362,29 +355,10 @@ func (a *API) scorePlanOf(r *http.Request, req *scoreRequest, kind scoreKind, re
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	if apiErr = a.jobRouting(r, job, req.Priority, req.RequestID, "score-"); apiErr != nil {
+	if apiErr = a.jobRouting(r, job, req.Priority, req.RequestID, "score-", false); apiErr != nil {
 		return nil, apiErr
 	}
 	return plan, nil
-}
-
-// jobRouting fills the job's priority, rank (X-data-parallel-rank) and engine ids.
-func (a *API) jobRouting(r *http.Request, job *poolJob, priority *int64, requestID *string, prefix string) *APIError {
-	if priority != nil {
-		job.Priority = *priority
-	}
-	var apiErr *APIError
-	if job.Rank, apiErr = rankHeader(r); apiErr != nil {
-		return apiErr
-	}
-	job.BaseID = randomID(prefix)
-	if requestID != nil && *requestID != "" {
-		if len(*requestID) > 256 {
-			return badRequest("request_id", "request_id is longer than 256 bytes")
-		}
-		job.BaseID = *requestID + "-" + job.BaseID[len(prefix):]
-	}
-	return nil
 }
 
 // crossPrompts tokenizes each (query, document) pair as vLLM's cross-encoder
