@@ -43,6 +43,9 @@ func (l *Layout) JSON() ([]byte, error) {
 	if l.LoRA != nil {
 		structs["LoRARequest"] = map[string]any{"fields": fieldsJSON(l.LoRA)}
 	}
+	if l.Pooling != nil {
+		structs["PoolingParams"] = map[string]any{"fields": fieldsJSON(l.Pooling)}
+	}
 	f["structs"] = structs
 	return json.MarshalIndent(f, "", " ")
 }

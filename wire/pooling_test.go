@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -195,4 +196,34 @@ func FuzzDecodePooling(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A built-in layout exported as a file and loaded back (--vllm-layout) keeps its
+// PoolingParams and LoRARequest, so its engines still take pooling and adapter
+// requests, each field where the built-in writes it.
+func TestLayoutFileKeepsPoolingAndLoRA(t *testing.T) {
+	for _, b := range BuiltinLayouts() {
+		data, err := b.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ParseLayout(data, b.Name+".json")
+		if err != nil {
+			t.Fatalf("%s: %v", b.Name, err)
+		}
+		if l.HasPooling() != b.HasPooling() || l.HasLoRA() != b.HasLoRA() {
+			t.Fatalf("%s: pooling %v lora %v after the file, %v %v built in", b.Name, l.HasPooling(), l.HasLoRA(), b.HasPooling(), b.HasLoRA())
+		}
+		if !slices.Equal(fieldNames(l.Pooling), fieldNames(b.Pooling)) {
+			t.Fatalf("%s: PoolingParams %v after the file, %v built in", b.Name, fieldNames(l.Pooling), fieldNames(b.Pooling))
+		}
+	}
+}
+
+func fieldNames(fs []Field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
 }
