@@ -2,35 +2,11 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
+	"github.com/switchyard-llm/switchyard/internal/wiretest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// noLoRALayout is v0.18's layout without LoRARequest's fields: what a layout
-// file for a release whose fields are unknown gives (every built-in knows them).
-func noLoRALayout(t testing.TB) *wire.Layout {
-	t.Helper()
-	b, err := wire.BuiltinLayout("v0.18").JSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f map[string]any
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	delete(f["structs"].(map[string]any), "LoRARequest")
-	f["name"] = "v0.18-no-lora"
-	if b, err = json.Marshal(f); err != nil {
-		t.Fatal(err)
-	}
-	l, err := wire.ParseLayout(b, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 // loraRouteTo is a LoRARouter that always answers one index.
 type loraRouteTo int
@@ -39,7 +15,7 @@ func (r loraRouteTo) Route(*wire.EngineCoreRequest, []Load, uint64) int { return
 
 func TestLoRARequestsSkipEnginesWithoutLoRAFields(t *testing.T) {
 	h := newHarness(t, Config{})
-	h.d.EngineUpWith(0, EngineLimits{Layout: noLoRALayout(t)})
+	h.d.EngineUpWith(0, EngineLimits{Layout: wiretest.NoLoRALayout(t)})
 	h.d.EngineUpWith(1, EngineLimits{Layout: wire.Native()})
 	for i := range 4 {
 		r := mkReq("lora-" + string(rune('a'+i)))

@@ -2,7 +2,6 @@ package lora
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/wiretest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -341,32 +341,8 @@ func TestPrefer(t *testing.T) {
 	}
 }
 
-// noLoRALayout is v0.18's layout without LoRARequest's fields: what a layout
-// file for a release whose fields are unknown gives (every built-in knows them).
-func noLoRALayout(t testing.TB) *wire.Layout {
-	t.Helper()
-	b, err := wire.BuiltinLayout("v0.18").JSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f map[string]any
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	delete(f["structs"].(map[string]any), "LoRARequest")
-	f["name"] = "v0.18-no-lora"
-	if b, err = json.Marshal(f); err != nil {
-		t.Fatal(err)
-	}
-	l, err := wire.ParseLayout(b, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func TestRegistrySkipsLayoutsWithoutLoRA(t *testing.T) {
-	f := &fakeCaller{ranks: []int{0, 1}, old: map[int]bool{1: true}, noLoRA: noLoRALayout(t)}
+	f := &fakeCaller{ranks: []int{0, 1}, old: map[int]bool{1: true}, noLoRA: wiretest.NoLoRALayout(t)}
 	r, _ := New(Config{Caller: f, BaseModel: "base"})
 	if _, e := r.Load(context.Background(), LoadRequest{Name: "a", Path: "/a"}); e != nil {
 		t.Fatalf("an engine without LoRA fields beside a newest one: %+v", e)
