@@ -14,6 +14,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-llm/switchyard/dispatcher"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/internal/wiretest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -234,6 +235,32 @@ func TestRegistryEngineUpGetsEveryAdapter(t *testing.T) {
 	if strings.Join(got, "|") != "add_lora 3 s#1@/s|add_lora 3 d#2@/d" {
 		t.Errorf("joining engine got %q", got)
 	}
+}
+
+// blockingCaller holds every call until its context ends.
+type blockingCaller struct{ started chan struct{} }
+
+func (b *blockingCaller) CallUtilityEach(ctx context.Context, _ string, _ []int, _ dispatcher.UtilityArgs) (dispatcher.UtilityResults, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return dispatcher.UtilityResults{}, ctx.Err()
+}
+
+// Close ends a push to a joining engine that is still waiting for it and joins
+// its goroutine; an engine coming up after Close is sent nothing.
+func TestRegistryCloseJoinsPushes(t *testing.T) {
+	b := &blockingCaller{started: make(chan struct{}, 4)}
+	r, _ := New(Config{Caller: b, BaseModel: "base", Static: []Module{{Name: "s", Path: "/s"}, {Name: "t", Path: "/t"}}})
+	r.EngineUp(0)
+	testwait.Recv(t, b.started, "the push's first add_lora")
+	testwait.Func(t, "Close", r.Close)
+	r.EngineUp(1)
+	r.Close()
+	if len(b.started) != 0 {
+		t.Fatalf("%d add_lora calls after Close", len(b.started))
+	}
+	var nilReg *Registry
+	nilReg.Close()
 }
 
 func TestNewRefusesDuplicates(t *testing.T) {

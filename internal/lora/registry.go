@@ -70,10 +70,16 @@ type Registry struct {
 	base   string
 	log    *slog.Logger
 
-	ops  sync.Mutex // one load or unload at a time, as vLLM's per-name lock (simpler)
-	mu   sync.Mutex // guards the fields below
-	byN  map[string]*Adapter
-	next int64
+	ops    sync.Mutex // one load or unload at a time, as vLLM's per-name lock (simpler)
+	mu     sync.Mutex // guards the fields below
+	byN    map[string]*Adapter
+	next   int64
+	closed bool // no more pushes to joining engines
+
+	// pushes are EngineUp's goroutines; Close cancels stop and joins them.
+	pushes sync.WaitGroup
+	stop   context.Context
+	cancel context.CancelFunc
 }
 
 // Config configures New.
@@ -91,6 +97,7 @@ type Config struct {
 // New builds the registry with the static adapters (ids 1..N in flag order).
 func New(cfg Config) (*Registry, error) {
 	r := &Registry{caller: cfg.Caller, base: cfg.BaseModel, log: cfg.Logger, byN: map[string]*Adapter{}}
+	r.stop, r.cancel = context.WithCancel(context.Background())
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -293,7 +300,7 @@ func (r *Registry) Unload(ctx context.Context, req UnloadRequest) (string, *Erro
 // EngineUp sends every adapter (static, loaded, and one being loaded) to rank,
 // in the background: an engine that joins or restarts holds none. A request
 // for an adapter the engine has not taken yet still works: vLLM's engine loads
-// it from the request's lora_path.
+// it from the request's lora_path. Close ends and joins these pushes.
 func (r *Registry) EngineUp(rank int) {
 	if r == nil {
 		return
@@ -303,16 +310,24 @@ func (r *Registry) EngineUp(rank int) {
 	for _, a := range r.byN {
 		all = append(all, *a)
 	}
+	closed := r.closed
+	if !closed && len(all) > 0 {
+		r.pushes.Add(1) // under mu, so Close cannot have begun its Wait
+	}
 	r.mu.Unlock()
-	if len(all) == 0 {
+	if closed || len(all) == 0 {
 		return
 	}
 	slices.SortFunc(all, func(a, b Adapter) int { return int(a.IntID - b.IntID) })
 	go func() {
+		defer r.pushes.Done()
 		for i := range all {
-			ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+			ctx, cancel := context.WithTimeout(r.stop, undoTimeout)
 			_, err := partakers(r.caller.CallUtilityEach(ctx, "add_lora", []int{rank}, argsOf(all[i].Request())))
 			cancel()
+			if r.stop.Err() != nil {
+				return // closing: the engines are going too
+			}
 			if errors.Is(err, errNoLoRAEngine) {
 				r.log.Info("engine takes no LoRA adapters: its release's LoRARequest fields are unknown", "rank", rank)
 				return
@@ -323,6 +338,20 @@ func (r *Registry) EngineUp(rank int) {
 			}
 		}
 	}()
+}
+
+// Close ends the pushes to joining engines that are still running and waits for
+// them; an EngineUp after it sends nothing. Safe on a nil registry and more than
+// once.
+func (r *Registry) Close() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.pushes.Wait()
 }
 
 // argsOf encodes add_lora's argument in each engine's layout. An engine whose

@@ -560,6 +560,7 @@ func (s *Server) teardown() {
 		s.stopStats()
 		<-s.statsDone
 	}
+	s.events.lora.Close() // its pushes to joining engines call the dispatcher
 	if s.d != nil {
 		s.d.Close()
 	}
