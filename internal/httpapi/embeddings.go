@@ -370,6 +370,11 @@ func (a *API) checkDimensions(d int64) *APIError {
 	if d < 1 {
 		return badRequest("dimensions", "Dimensions must be greater than 0")
 	}
+	if d > poolMaxElems {
+		// No answer that long is read (poolMaxElems): refused before the engines
+		// work on it, also when the model's config is unknown.
+		return badRequest("dimensions", "dimensions is %d, more than the limit of %d", d, poolMaxElems)
+	}
 	m := a.matryoshka()
 	if !m.known {
 		return nil

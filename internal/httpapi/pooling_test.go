@@ -185,6 +185,7 @@ func TestPoolingRefusals(t *testing.T) {
 		{"/v1/embeddings", `{"input": [1], "normalize": true}`, "Parameter `normalize` was removed; use `use_activation` instead."},
 		{"/v1/embeddings", `{"input": [1], "encoding_format": "bytes"}`, "encoding_format"},
 		{"/v1/embeddings", `{"input": [1], "dimensions": 0}`, "Dimensions must be greater than 0"},
+		{"/v1/embeddings", `{"input": [1], "dimensions": 1000000000000000}`, "dimensions is 1000000000000000, more than the limit of 16777216"},
 		{"/v1/embeddings", `{"input": [1], "truncate_prompt_tokens": 17}`, "truncate_prompt_tokens value (17) is greater than max_model_len (16). Please, select a smaller truncation size."},
 		{"/v1/embeddings", `{"input": "text"}`, "text needs a tokenizer"},
 		{"/v1/embeddings", `{"input": [-1]}`, "non-negative"},
