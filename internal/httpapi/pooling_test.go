@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/apicore"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
+	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -88,7 +89,7 @@ func newPoolAPI(t *testing.T, tasks ...string) (*poolEngines, http.Handler) {
 	}
 	f.d = d
 	d.EngineUp(0)
-	t.Cleanup(func() { d.Close(); f.wg.Wait() })
+	t.Cleanup(func() { d.Close(); testwait.Wait(t, &f.wg, "the fake pooling engines") })
 	a := NewAPI(APIConfig{Dispatcher: d, Engines: func() []EngineView { return []EngineView{{Rank: 0, Ready: true}} },
 		ContextLen: func(int) int64 { return 16 }})
 	return f, a.Handler()
@@ -283,7 +284,7 @@ func BenchmarkEmbeddings(b *testing.B) {
 	}
 	f.d = d
 	d.EngineUp(0)
-	defer func() { d.Close(); f.wg.Wait() }()
+	defer func() { d.Close(); testwait.Wait(b, &f.wg, "the fake pooling engines") }()
 	h := NewAPI(APIConfig{Dispatcher: d, Engines: func() []EngineView { return []EngineView{{Rank: 0, Ready: true}} }}).Handler()
 	body := `{"input": [[1,2,3,4,5,6,7,8],[9,10,11,12],[13,14],[15,16,17]]}`
 	b.ReportAllocs()
