@@ -3,13 +3,11 @@ package floor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -38,7 +36,7 @@ func StartEmbedFloor(ctx context.Context, lay *wire.Layout, a HTTPFloorAddrs) (*
 func (f *EmbedFloor) AwaitEngines(ctx context.Context, n int) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/embeddings", f.embeddings)
-	return f.serve(ctx, n, mux, f.receive)
+	return f.serve(ctx, n, mux, f.deliver)
 }
 
 type embedItem struct {
@@ -108,47 +106,25 @@ func (f *EmbedFloor) embeddings(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]int{"prompt_tokens": tokens, "total_tokens": tokens}})
 }
 
-func (f *EmbedFloor) receive() {
-	dec := wire.OutputsDecoder{Layout: f.lay}
-	var outs wire.EngineCoreOutputs
-	for {
-		msg, err := f.out.Recv()
-		if errors.Is(err, transport.ErrPeerLeft) {
-			continue
-		}
-		if err != nil {
-			return
-		}
-		if err := dec.Decode(msg, &outs); err != nil {
-			continue
-		}
-		for i := range outs.Outputs {
-			o := &outs.Outputs[i]
-			if !o.Finished() {
-				continue
-			}
-			f.mu.Lock()
-			c := f.reqs[o.RequestID]
-			f.mu.Unlock()
-			if c == nil {
-				continue
-			}
-			var t *wire.Tensor
-			if p := o.PoolingOutput; p != nil {
-				cp := *p
-				cp.Data = append([]byte(nil), p.Data...) // the decoder's frames are reused
-				t = &cp
-			}
-			select {
-			case c <- t:
-			default:
-			}
-		}
+// deliver hands a finished output's tensor to its request.
+func (f *EmbedFloor) deliver(o *wire.EngineCoreOutput) {
+	if !o.Finished() {
+		return
 	}
-}
-
-// Close stops the HTTP server, closes the sockets and joins the floor's goroutines.
-func (f *EmbedFloor) Close() error {
-	f.close()
-	return nil
+	f.mu.Lock()
+	c := f.reqs[o.RequestID]
+	f.mu.Unlock()
+	if c == nil {
+		return
+	}
+	var t *wire.Tensor
+	if p := o.PoolingOutput; p != nil {
+		cp := *p
+		cp.Data = append([]byte(nil), p.Data...) // the decoder's frames are reused
+		t = &cp
+	}
+	select {
+	case c <- t:
+	default:
+	}
 }

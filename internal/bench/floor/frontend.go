@@ -2,6 +2,7 @@ package floor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,8 +16,9 @@ import (
 
 // httpFrontend is what the HTTP floors share, so that they differ only in the
 // endpoint they answer and how they hand outputs to it: the engine sockets and the
-// HTTP listener, the handshake and engine identities, and a Close that stops the
-// server and joins the receive and serve goroutines.
+// HTTP listener, the handshake and engine identities, the receiver that decodes
+// outputs and hands each to the floor, and a Close that stops the server and
+// joins the receive and serve goroutines.
 type httpFrontend struct {
 	name        string // for errors: "bench http floor"
 	lay         *wire.Layout
@@ -27,6 +29,7 @@ type httpFrontend struct {
 	next        atomic.Uint64
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
+	recvErr     error // set by receive before it returns; read after close joins it
 }
 
 // HTTPFloorAddrs are what a floor binds: the HTTP listener, the handshake and the
@@ -69,9 +72,9 @@ func (f *httpFrontend) HandshakeAddr() string { return f.hs.Addr() }
 // HTTPAddr is the bound HTTP address (host:port).
 func (f *httpFrontend) HTTPAddr() string { return f.ln.Addr().String() }
 
-// serve runs the handshake with n engines, then starts receive and the HTTP server
-// on mux; close joins both.
-func (f *httpFrontend) serve(ctx context.Context, n int, mux *http.ServeMux, receive func()) error {
+// serve runs the handshake with n engines, then starts the receiver (each output
+// handed to each) and the HTTP server on mux; close joins both.
+func (f *httpFrontend) serve(ctx context.Context, n int, mux *http.ServeMux, each func(*wire.EngineCoreOutput)) error {
 	if err := acceptEngines(ctx, f.hs, f.in, n, f.in.Addr(), f.out.Addr()); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
@@ -82,7 +85,7 @@ func (f *httpFrontend) serve(ctx context.Context, n int, mux *http.ServeMux, rec
 	f.wg.Add(2)
 	go func() {
 		defer f.wg.Done()
-		receive()
+		f.receive(each)
 	}()
 	go func() {
 		defer f.wg.Done()
@@ -91,13 +94,44 @@ func (f *httpFrontend) serve(ctx context.Context, n int, mux *http.ServeMux, rec
 	return nil
 }
 
+// receive decodes engine outputs and hands each to each, until the output socket
+// closes; an error before that is kept for Close.
+func (f *httpFrontend) receive(each func(*wire.EngineCoreOutput)) {
+	dec := wire.OutputsDecoder{Layout: f.lay}
+	var outs wire.EngineCoreOutputs
+	for {
+		msg, err := f.out.Recv()
+		if errors.Is(err, transport.ErrPeerLeft) {
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, transport.ErrClosed) {
+				f.recvErr = err
+			}
+			return
+		}
+		if err := dec.Decode(msg, &outs); err != nil {
+			continue
+		}
+		for i := range outs.Outputs {
+			each(&outs.Outputs[i])
+		}
+	}
+}
+
 // nextEngine is the engine of the next ADD, round-robin.
 func (f *httpFrontend) nextEngine() []byte {
 	return f.engines[f.next.Add(1)%uint64(len(f.engines))]
 }
 
-// close stops the HTTP server, closes the sockets (which ends receive) and waits
-// for both goroutines; it is safe to call more than once.
+// Close stops the HTTP server, closes the sockets (which ends the receiver) and
+// joins both goroutines; it returns the receiver's error, if it failed before
+// the close. It is safe to call more than once.
+func (f *httpFrontend) Close() error {
+	f.close()
+	return f.recvErr
+}
+
 func (f *httpFrontend) close() {
 	f.closeOnce.Do(func() {
 		if f.srv != nil {

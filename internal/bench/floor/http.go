@@ -3,7 +3,6 @@ package floor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/httpapi"
-	"github.com/switchyard-llm/switchyard/transport"
 	"github.com/switchyard-llm/switchyard/wire"
 )
 
@@ -30,7 +28,6 @@ type HTTPFloor struct {
 	created int64
 	typAdd  []byte
 	bufs    sync.Pool
-	recvErr error
 }
 
 // floorReq is one request in flight: tokens gathered for a JSON answer, or a channel
@@ -59,7 +56,7 @@ func (f *HTTPFloor) AwaitEngines(ctx context.Context, n int) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	return f.serve(ctx, n, mux, f.receive)
+	return f.serve(ctx, n, mux, f.deliver)
 }
 
 // floorBody is the part of the completion body the floor reads.
@@ -173,53 +170,27 @@ func finishName(r wire.FinishReason) *string {
 	return &s
 }
 
-// receive decodes engine outputs and hands each to its request.
-func (f *HTTPFloor) receive() {
-	dec := wire.OutputsDecoder{Layout: f.lay}
-	var outs wire.EngineCoreOutputs
-	for {
-		msg, err := f.out.Recv()
-		if errors.Is(err, transport.ErrPeerLeft) {
-			continue
-		}
-		if err != nil {
-			if !errors.Is(err, transport.ErrClosed) {
-				f.recvErr = err
-			}
-			return
-		}
-		if err := dec.Decode(msg, &outs); err != nil {
-			continue
-		}
-		for i := range outs.Outputs {
-			o := &outs.Outputs[i]
-			f.mu.Lock()
-			q := f.reqs[o.RequestID]
-			f.mu.Unlock()
-			if q == nil {
-				continue
-			}
-			if q.stream {
-				c := *o
-				c.NewTokenIDs = append([]int64(nil), o.NewTokenIDs...) // the decoder reuses its arrays
-				select {
-				case q.outs <- c:
-				default: // the handler is gone or far behind: the floor drops, it does not block
-				}
-				continue
-			}
-			q.tokens = append(q.tokens, o.NewTokenIDs...)
-			if o.Finished() {
-				q.finish = o.FinishReason
-				close(q.done)
-			}
-		}
+// deliver hands an output to its request: its tokens for a JSON answer, the output
+// itself for SSE.
+func (f *HTTPFloor) deliver(o *wire.EngineCoreOutput) {
+	f.mu.Lock()
+	q := f.reqs[o.RequestID]
+	f.mu.Unlock()
+	if q == nil {
+		return
 	}
-}
-
-// Close stops the HTTP server, closes the sockets and joins the floor's goroutines;
-// it returns the receiver's error, if it failed before the close.
-func (f *HTTPFloor) Close() error {
-	f.close()
-	return f.recvErr
+	if q.stream {
+		c := *o
+		c.NewTokenIDs = append([]int64(nil), o.NewTokenIDs...) // the decoder reuses its arrays
+		select {
+		case q.outs <- c:
+		default: // the handler is gone or far behind: the floor drops, it does not block
+		}
+		return
+	}
+	q.tokens = append(q.tokens, o.NewTokenIDs...)
+	if o.Finished() {
+		q.finish = o.FinishReason
+		close(q.done)
+	}
 }
