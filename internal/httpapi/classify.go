@@ -109,14 +109,8 @@ func (a *API) classifyAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	more, ok := a.admitChoices(w, httpClientKey(r), len(job.Prompts), 1)
+	answers, ok := a.runPool(w, r, job, nil)
 	if !ok {
-		return
-	}
-	defer more()
-	answers, apiErr := a.pool(r.Context(), job)
-	if apiErr != nil {
-		writeError(w, apiErr)
 		return
 	}
 	writeJSON(w, http.StatusOK, a.classifyResponseOf(job.VisibleID, answers))

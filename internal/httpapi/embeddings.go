@@ -118,14 +118,8 @@ func (a *API) servePooling(w http.ResponseWriter, r *http.Request, ep poolEndpoi
 		writeError(w, apiErr)
 		return
 	}
-	more, ok := a.admitChoices(w, httpClientKey(r), len(job.Prompts), 1)
+	answers, ok := a.runPool(w, r, job, nil)
 	if !ok {
-		return
-	}
-	defer more()
-	answers, apiErr := a.pool(r.Context(), job)
-	if apiErr != nil {
-		writeError(w, apiErr)
 		return
 	}
 	if d := job.Params.Dimensions; d.Valid {

@@ -135,6 +135,24 @@ func (a *API) jobRouting(r *http.Request, job *poolJob, priority *int64, request
 	return nil
 }
 
+// runPool sends a handler's job once the client's share of engine requests takes
+// its prompts (each is one, as a completion's choice), with each pair's type-id
+// split when splits is given (poolPairs); the share is returned when the engine
+// requests are done. ok false: the refusal or failure is written.
+func (a *API) runPool(w http.ResponseWriter, r *http.Request, job poolJob, splits []int) ([]pooled, bool) {
+	more, ok := a.admitChoices(w, httpClientKey(r), len(job.Prompts), 1)
+	if !ok {
+		return nil, false
+	}
+	defer more()
+	answers, apiErr := a.poolPairs(r.Context(), job, splits)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return nil, false
+	}
+	return answers, true
+}
+
 // recvPooled waits for s's final output and reads its tensor.
 func (a *API) recvPooled(ctx context.Context, s *dispatcher.Stream, maxElems int) ([]int64, []float32, *APIError) {
 	for {

@@ -179,14 +179,8 @@ func (a *API) serveScore(w http.ResponseWriter, r *http.Request, rerank bool) {
 		writeError(w, apiErr)
 		return
 	}
-	more, ok := a.admitChoices(w, httpClientKey(r), len(plan.job.Prompts), 1)
+	answers, ok := a.runPool(w, r, plan.job, plan.typeSplits)
 	if !ok {
-		return
-	}
-	defer more()
-	answers, apiErr := a.poolPairs(r.Context(), plan.job, plan.typeSplits)
-	if apiErr != nil {
-		writeError(w, apiErr)
 		return
 	}
 	scores, tokens, apiErr := plan.scores(answers)

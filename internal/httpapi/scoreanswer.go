@@ -15,9 +15,10 @@ import (
 )
 
 // poolPairs runs a score job with each pair's type-id split in its PoolingParams
-// (none: -1). Pairs sharing a split go as one pool call (all of them in 1:N, where
-// the query is the same); an N:N request with several splits runs one call per split
-// at once, and the first failure ends the others.
+// (none: -1; no splits at all: the job as it is). Pairs sharing a split go as one
+// pool call (all of them in 1:N, where the query is the same); an N:N request with
+// several splits runs one call per split at once, and the first failure ends the
+// others.
 func (a *API) poolPairs(ctx context.Context, job poolJob, splits []int) ([]pooled, *APIError) {
 	groups := map[int][]int{}
 	for i, s := range splits {
