@@ -24,22 +24,7 @@ func stepOutputs(n int) *EngineCoreOutputs {
 	return o
 }
 
-func BenchmarkDecodeOutputsStep(b *testing.B) {
-	body, _, err := AppendOutputs(nil, stepOutputs(5))
-	if err != nil {
-		b.Fatal(err)
-	}
-	frames := [][]byte{body}
-	var d OutputsDecoder
-	var o EngineCoreOutputs
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := d.Decode(frames, &o); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkDecodeOutputsStep(b *testing.B) { benchDecodeOutputs(b, stepOutputs(5)) }
 
 func BenchmarkEncodeOutputsStep(b *testing.B) {
 	o := stepOutputs(5)
@@ -47,13 +32,5 @@ func BenchmarkEncodeOutputsStep(b *testing.B) {
 		o.Outputs[i].RequestID = fmt.Sprint(100000 + i) // the client's own ids
 	}
 	o.SchedulerStats = nil // the client's copy carries none
-	buf := make([]byte, 0, 4096)
-	b.ReportAllocs()
-	for b.Loop() {
-		body, _, err := AppendOutputs(buf[:0], o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = body
-	}
+	benchEncodeOutputs(b, o, 4096)
 }
