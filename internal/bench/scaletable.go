@@ -4,16 +4,13 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 )
 
 // PrintScaleTable writes the scale sweeps for a terminal: one table per sweep, a row
 // per point, switchyard beside the relay measured at the same point.
 func PrintScaleTable(w io.Writer, r *Report) error {
 	c := r.Config
-	fmt.Fprintf(w, "switchyard bench --scale  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n",
-		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
-		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+	printHeading(w, "switchyard bench --scale", r)
 	fmt.Fprintf(w, "each point: the relay, then switchyard, open loop (Poisson) over %s; %d engines, prompt %d, output %d tokens, %d/step every %s, "+
 		"%s warm-up + %s measured per phase\n", c.Transport, c.Engines, c.PromptTokens, c.OutputTokens, c.TokensPerStep, c.StepTime, c.Warmup, c.Duration)
 	fmt.Fprintln(w, "CPU and allocations are the bench process's (client and engines in both phases): switchyard minus the relay is the frontend's own")

@@ -8,14 +8,20 @@ import (
 	"time"
 )
 
+// printHeading writes a table's first line: the command, when it ran and on what
+// machine, so a pasted table says where its figures come from.
+func printHeading(w io.Writer, command string, r *Report) {
+	fmt.Fprintf(w, "%s  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n", command,
+		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
+		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+}
+
 // PrintTable writes the report for a terminal: the run's shape, one latency table with
 // switchyard and the baseline side by side, throughput and cost figures, the ratio, and
 // the targets.
 func PrintTable(w io.Writer, r *Report) error {
 	c := r.Config
-	fmt.Fprintf(w, "switchyard bench  %s  %s/%s  %d CPUs (GOMAXPROCS %d)  %s\n",
-		r.StartedAt.Format(time.RFC3339), r.Machine.GOOS, r.Machine.GOARCH, r.Machine.CPUs,
-		r.Machine.GOMAXPROCS, r.Machine.CPUModel)
+	printHeading(w, "switchyard bench", r)
 	if c.KV != nil {
 		return printKV(w, r)
 	}
