@@ -122,11 +122,11 @@ func (d *Dispatcher) callUtility(ctx context.Context, method string, raw wire.Ra
 func (d *Dispatcher) callUtilityTo(ctx context.Context, method string, only []int, argsFor UtilityArgs) (UtilityResults, error) {
 	res := UtilityResults{Method: method}
 	var ranks []int
-	layouts := map[int]*wire.Layout{}
+	var layouts []*wire.Layout // layouts[i] is ranks[i]'s
 	for _, e := range d.engines.Load().list {
 		if e.up.Load() && (only == nil || slices.Contains(only, e.rank)) {
 			ranks = append(ranks, e.rank)
-			layouts[e.rank] = e.layout.Load()
+			layouts = append(layouts, e.layout.Load())
 		}
 	}
 	if len(ranks) == 0 {
@@ -134,7 +134,7 @@ func (d *Dispatcher) callUtilityTo(ctx context.Context, method string, only []in
 	}
 	g, ids := d.util.start(method, ranks)
 	for i, rank := range ranks {
-		lay := layouts[rank]
+		lay := layouts[i]
 		if lay == nil {
 			lay = wire.Native()
 		}
