@@ -10,7 +10,7 @@ import (
 // required, and a simple request gets Access-Control-Allow-Origin.
 func TestCORSDefaults(t *testing.T) {
 	_, ts := newParityAPI(t, 1, APIConfig{APIKeys: []string{"k"}})
-	resp, body := callHTTP(t, http.MethodOptions, ts.URL+"/v1/completions", "Origin", "https://app.example",
+	resp, body := call(t, ts, http.MethodOptions, "/v1/completions", "Origin", "https://app.example",
 		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, x-custom")
 	h := resp.Header
 	if resp.StatusCode != 200 || body != "OK" || h.Get("Access-Control-Allow-Origin") != "*" ||
@@ -19,11 +19,11 @@ func TestCORSDefaults(t *testing.T) {
 		h.Get("Access-Control-Allow-Credentials") != "" {
 		t.Errorf("preflight: %d %q %v", resp.StatusCode, body, h)
 	}
-	resp, _ = callHTTP(t, http.MethodGet, ts.URL+"/health", "Origin", "https://app.example")
+	resp, _ = call(t, ts, http.MethodGet, "/health", "Origin", "https://app.example")
 	if resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("simple request: %v", resp.Header)
 	}
-	resp, _ = callHTTP(t, http.MethodGet, ts.URL+"/health")
+	resp, _ = call(t, ts, http.MethodGet, "/health")
 	if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "" {
 		t.Errorf("no Origin, yet Access-Control-Allow-Origin %q", v)
 	}
@@ -34,7 +34,7 @@ func TestCORSDefaults(t *testing.T) {
 func TestCORSExplicit(t *testing.T) {
 	_, ts := newParityAPI(t, 1, APIConfig{CORS: CORS{AllowedOrigins: []string{"https://a.example"},
 		AllowedMethods: []string{"GET", "POST"}, AllowedHeaders: []string{"Authorization"}, AllowCredentials: true}})
-	resp, body := callHTTP(t, http.MethodOptions, ts.URL+"/v1/models", "Origin", "https://a.example",
+	resp, body := call(t, ts, http.MethodOptions, "/v1/models", "Origin", "https://a.example",
 		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "Authorization, Content-Type")
 	h := resp.Header
 	if resp.StatusCode != 200 || h.Get("Access-Control-Allow-Origin") != "https://a.example" || h.Get("Vary") != "Origin" ||
@@ -42,16 +42,16 @@ func TestCORSExplicit(t *testing.T) {
 		h.Get("Access-Control-Allow-Headers") != "accept, accept-language, authorization, content-language, content-type" {
 		t.Errorf("preflight: %d %q %v", resp.StatusCode, body, h)
 	}
-	resp, body = callHTTP(t, http.MethodOptions, ts.URL+"/v1/models", "Origin", "https://b.example",
+	resp, body = call(t, ts, http.MethodOptions, "/v1/models", "Origin", "https://b.example",
 		"Access-Control-Request-Method", "DELETE", "Access-Control-Request-Headers", "x-other")
 	if resp.StatusCode != 400 || body != "Disallowed CORS origin, method, headers" {
 		t.Errorf("refused preflight: %d %q", resp.StatusCode, body)
 	}
-	resp, _ = callHTTP(t, http.MethodGet, ts.URL+"/v1/models", "Origin", "https://b.example")
+	resp, _ = call(t, ts, http.MethodGet, "/v1/models", "Origin", "https://b.example")
 	if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "" {
 		t.Errorf("origin not allowed, yet Access-Control-Allow-Origin %q", v)
 	}
-	resp, _ = callHTTP(t, http.MethodGet, ts.URL+"/v1/models", "Origin", "https://a.example")
+	resp, _ = call(t, ts, http.MethodGet, "/v1/models", "Origin", "https://a.example")
 	if resp.Header.Get("Access-Control-Allow-Origin") != "https://a.example" {
 		t.Errorf("allowed origin: %v", resp.Header)
 	}

@@ -38,18 +38,7 @@ func newTestAPI(t *testing.T, ranks int) (*fakeEngines, *httptest.Server) {
 
 func post(t *testing.T, ts *httptest.Server, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := testwait.HTTPClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return postHeaders(t, ts, "/v1/completions", body, hdr...)
 }
 
 func TestCompletionNonStreaming(t *testing.T) {

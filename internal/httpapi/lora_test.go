@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,16 +29,7 @@ func loraAPI(t *testing.T, adminToken string) (*httptest.Server, *fakeEngines) {
 
 func loraPost(t *testing.T, ts *httptest.Server, path, body string, hdr ...string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := testwait.HTTPClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := postHeaders(t, ts, path, body, hdr...)
 	return resp.StatusCode, string(b)
 }
 

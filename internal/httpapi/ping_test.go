@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/switchyard-llm/switchyard/internal/apicore"
-	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
 // newParityAPI serves the API over `ranks` fake engines with cfg's other fields.
@@ -26,21 +24,6 @@ func newParityAPI(t *testing.T, ranks int, cfg APIConfig) (*fakeEngines, *httpte
 	return f, ts
 }
 
-func callHTTP(t *testing.T, method, url string, hdr ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := testwait.HTTPClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
 // vLLM's /ping (GET and POST) answers as /health; both turn 503 once shutdown
 // began, though the engines are still up, so a load balancer stops sending.
 func TestPingAndHealthWhileShuttingDown(t *testing.T) {
@@ -52,16 +35,16 @@ func TestPingAndHealthWhileShuttingDown(t *testing.T) {
 		return nil
 	}})
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		if resp, body := callHTTP(t, m, ts.URL+"/ping"); resp.StatusCode != 200 {
+		if resp, body := call(t, ts, m, "/ping"); resp.StatusCode != 200 {
 			t.Errorf("%s /ping: %d %s", m, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := callHTTP(t, http.MethodPut, ts.URL+"/ping"); resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, POST" {
+	if resp, _ := call(t, ts, http.MethodPut, "/ping"); resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, POST" {
 		t.Errorf("PUT /ping: %d Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 	down.Store(true)
 	for _, c := range []struct{ method, path string }{{"GET", "/health"}, {"GET", "/ping"}, {"POST", "/ping"}} {
-		resp, body := callHTTP(t, c.method, ts.URL+c.path)
+		resp, body := call(t, ts, c.method, c.path)
 		if resp.StatusCode != 503 || !strings.Contains(body, "shutting down") {
 			t.Errorf("%s %s while shutting down: %d %s", c.method, c.path, resp.StatusCode, body)
 		}

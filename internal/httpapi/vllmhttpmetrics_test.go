@@ -16,9 +16,9 @@ func TestVLLMHTTPMetrics(t *testing.T) {
 	_, ts := newParityAPI(t, 1, APIConfig{Registerer: reg, Gatherer: reg})
 	post(t, ts, `{"model": "m", "prompt": [1, 2], "max_tokens": 2}`)
 	post(t, ts, `{"model": "m", "prompt": "not ids", "max_tokens": 2}`)
-	callHTTP(t, http.MethodGet, ts.URL+"/health")
-	callHTTP(t, http.MethodGet, ts.URL+"/ping")
-	callHTTP(t, http.MethodGet, ts.URL+"/v1/models")
+	call(t, ts, http.MethodGet, "/health")
+	call(t, ts, http.MethodGet, "/ping")
+	call(t, ts, http.MethodGet, "/v1/models")
 	want := `
 # HELP http_requests_total Total number of requests by method, status and handler.
 # TYPE http_requests_total counter
