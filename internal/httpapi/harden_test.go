@@ -4,10 +4,8 @@ package httpapi
 // fix (named in its comment).
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-llm/switchyard/internal/apicore"
+	"github.com/switchyard-llm/switchyard/internal/servertest"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
 
@@ -233,39 +232,12 @@ func TestMaxConcurrentRequests(t *testing.T) {
 	testwait.Recv(t, first, "the first request's answer")
 }
 
-// rawRequest writes req on a fresh connection and returns the whole answer.
-func rawRequest(t *testing.T, addr, req string, trickle bool) string {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	if trickle {
-		// A chunked body that never ends: one space (valid JSON whitespace) a chunk.
-		go func() {
-			for range 200 {
-				if _, err := io.WriteString(c, "1\r\n \r\n"); err != nil {
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
-	b, _ := io.ReadAll(bufio.NewReader(c))
-	return string(b)
-}
-
 // An absurd Content-Length with Expect: 100-continue is refused with a 413, not
 // answered with 100 Continue (the old handler read through MaxBytesReader, which
 // made net/http send 100 Continue first).
 func TestExpectContinueAbsurdLength(t *testing.T) {
 	f, ts := newLimitedAPI(t, APIConfig{MaxBodyBytes: 1 << 20})
-	ans := rawRequest(t, ts.Listener.Addr().String(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+	ans := servertest.RawRequest(t, ts.Listener.Addr().String(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
 		"Content-Length: 100000000000\r\nExpect: 100-continue\r\n\r\n", false)
 	if strings.Contains(ans, "100 Continue") || !strings.HasPrefix(ans, "HTTP/1.1 413") || !strings.Contains(ans, `"code":413`) {
 		t.Errorf("answer %q", ans)
@@ -277,7 +249,7 @@ func TestExpectContinueAbsurdLength(t *testing.T) {
 // (there was no body timeout: 1,000 drip-fed bodies were held for 45 s).
 func TestBodyTimeout(t *testing.T) {
 	f, ts := newLimitedAPI(t, APIConfig{BodyTimeout: 300 * time.Millisecond})
-	ans := rawRequest(t, ts.Listener.Addr().String(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+	ans := servertest.RawRequest(t, ts.Listener.Addr().String(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
 		"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", true)
 	if !strings.HasPrefix(ans, "HTTP/1.1 408") || !strings.Contains(ans, "--http-body-timeout") {
 		t.Errorf("answer %q", ans)

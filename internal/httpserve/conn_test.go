@@ -1,7 +1,6 @@
 package httpserve
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,35 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-llm/switchyard/internal/servertest"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 )
-
-// rawRequest writes req on a fresh connection and returns the whole answer.
-func rawRequest(t *testing.T, addr, req string, trickle bool) string {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	if trickle {
-		// A chunked body that never ends: one space (valid JSON whitespace) a chunk.
-		go func() {
-			for range 200 {
-				if _, err := io.WriteString(c, "1\r\n \r\n"); err != nil {
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
-	b, _ := io.ReadAll(bufio.NewReader(c))
-	return string(b)
-}
 
 // net/http's own error answers (malformed request, headers too large) are JSON in
 // the API's error shape; they were text/plain.
@@ -61,7 +34,7 @@ func TestStdlibErrorsAreJSON(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n", 400},
 		{"NONSENSE\r\n\r\n", 400},
 	} {
-		ans := rawRequest(t, ln.Addr().String(), tt.req, false)
+		ans := servertest.RawRequest(t, ln.Addr().String(), tt.req, false)
 		head, body, _ := strings.Cut(ans, "\r\n\r\n")
 		var e struct {
 			Error struct {
@@ -112,7 +85,7 @@ func TestConnectionCap(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if ans := rawRequest(t, addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false); !strings.HasPrefix(ans, "HTTP/1.1 200") {
+	if ans := servertest.RawRequest(t, addr, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false); !strings.HasPrefix(ans, "HTTP/1.1 200") {
 		t.Fatalf("with 10 idle connections over a cap of 3: %q", ans)
 	}
 	// Three requests in progress fill the cap; a fourth connection is refused.
@@ -121,7 +94,7 @@ func TestConnectionCap(t *testing.T) {
 	held := make(chan string, 3)
 	for k := 1; k <= 3; k++ {
 		go func() {
-			held <- rawRequest(t, addr, "GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false)
+			held <- servertest.RawRequest(t, addr, "GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false)
 		}()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -137,7 +110,7 @@ func TestConnectionCap(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	ans := rawRequest(t, addr, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", false)
+	ans := servertest.RawRequest(t, addr, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", false)
 	if !strings.HasPrefix(ans, "HTTP/1.1 503") || !strings.Contains(ans, "Retry-After: 1") || !strings.Contains(ans, `"code":503`) {
 		t.Errorf("over the cap with every connection busy: %q", ans)
 	}

@@ -7,7 +7,8 @@
 // t.Cleanup that closes both and joins the loop (bounded by testwait), so a
 // test needs no teardown of its own. What the engines receive shows on the
 // buffered channels (Adds, Aborts, Keys); Hold, After and Refuse change how
-// they answer and may be set from any goroutine.
+// they answer and may be set from any goroutine. RawRequest sends bytes as
+// given, for what an HTTP client library would not send.
 //
 // Only tests import this package.
 package servertest
