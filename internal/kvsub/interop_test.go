@@ -749,6 +749,53 @@ func TestInteropGapUncoverable(t *testing.T) {
 	})
 }
 
+// A buffered message over MaxMessageSize drops the replay connection whenever it
+// is replayed, so no replay gets past it by asking again. It is lost for good: a
+// late join applies what the buffer holds around it, and a gap over it clears the
+// rank and applies what came after it, rather than clearing the rank for every
+// message that follows the oversized one.
+func TestInteropReplayPastOversized(t *testing.T) {
+	t.Parallel()
+	rel := newestRelease(t)
+	cfg := testConfig()
+	cfg.MaxMessageSize = 64 << 10
+	t.Run("late join", func(t *testing.T) {
+		t.Parallel()
+		pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*")
+		a, b := marker(1), marker(2)
+		pub.publish(t, a)
+		pub.Send(t, map[string]any{"cmd": "publish_raw", "size": 1 << 20})
+		pub.Expect(t, "published")
+		pub.publish(t, b)
+		sub, rec := follow(t, cfg, 0, pub.target(t, true, ""))
+		h := &harness{rel: rel, pub: pub, sub: sub, rec: rec}
+		h.sync(t)
+		h.expect(t, 0, h.want(t, a, b))
+		if st := h.status(t); st.Undecodable != 1 || st.Gaps != 0 {
+			t.Fatalf("status %+v: want the oversized message counted and no gap", st)
+		}
+	})
+	t.Run("gap", func(t *testing.T) {
+		t.Parallel()
+		h := startDial(t, rel, cfg, true)
+		h.sync(t)
+		mark := len(h.rec.snapshot())
+		a, b, c := marker(1), marker(2), marker(3)
+		h.pub.publish(t, a)
+		h.pub.skip(t, 2)
+		h.pub.Send(t, map[string]any{"cmd": "publish_raw", "size": 1 << 20})
+		h.pub.Expect(t, "published")
+		h.pub.publish(t, b)
+		h.pub.publish(t, c)
+		h.sync(t)
+		want := append(h.want(t, a), clearEntry(0, "gap"))
+		h.expect(t, mark, append(want, h.want(t, b, c)...))
+		if st := h.status(t); st.Undecodable != 1 || st.Gaps != 1 {
+			t.Fatalf("status %+v: want the oversized message counted, and one gap", st)
+		}
+	})
+}
+
 // A quiet engine is no gap: however long nothing arrives, and whatever its replay
 // ROUTER does meanwhile (never answers, or is not there at all), a rank that missed
 // nothing keeps its index.

@@ -185,6 +185,10 @@ func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
 	r.s.sink.KVBatch(r.rank, b)
 }
 
+// maxOversized bounds the messages too large to receive that one replay steps
+// over; a buffer with more ends the replay uncovered (the caller clears).
+const maxOversized = 16
+
 // replay asks the rank's replay ROUTER for [from, upto) (upto all: whatever it
 // holds) and applies it in order. It returns the seq after the last one applied and
 // whether the range was covered from its start; the caller clears the index if not.
@@ -192,21 +196,53 @@ func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
 // as opposed to a ROUTER that could not be reached or did not answer in time.
 // With partial (an index that holds nothing of this stream yet), a buffer that no
 // longer reaches back to from is applied from its oldest message on.
+//
+// A buffered message over MaxMessageSize drops the replay connection each time it
+// is asked for, so asking again from the same seq would never get past it. It is
+// lost for good: the index is cleared (unless partial) and the replay goes on after
+// it, as for a late join, so one oversized batch costs its blocks and not the rest
+// of the stream.
 func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bool) (next uint64, ok, hole bool) {
+	budget := r.s.cfg.MaxReplay
+	for range maxOversized {
+		var tooLarge bool
+		next, ok, hole, tooLarge = r.replayOnce(from, upto, dec, partial, &budget)
+		if !tooLarge {
+			return next, ok, hole
+		}
+		r.bad.Add(1)
+		if upto != all && next+1 >= upto {
+			return next, false, false // nothing after it to replay
+		}
+		if !partial {
+			r.s.sink.KVClear(r.rank, "gap")
+		}
+		from, partial = next+1, true
+	}
+	return next, false, false
+}
+
+// replayOnce is one replay connection's worth of replay; tooLarge reports that it
+// ended at a message at next that exceeded MaxMessageSize. budget bounds the
+// messages read across the connections of one replay.
+func (r *rankSub) replayOnce(from, upto uint64, dec *wire.KVBatchDecoder, partial bool, budget *int) (next uint64, ok, hole, tooLarge bool) {
 	sock := r.openReplay()
 	if sock == nil {
-		return from, false, false
+		return from, false, false, false
 	}
 	defer r.closeReplay(sock)
 	if err := sock.Send(nil, wire.AppendKVSeq(nil, from)); err != nil {
-		return from, false, false
+		return from, false, false, false
 	}
 	r.replays.Add(1)
 	next = from
-	for n := 0; n < r.s.cfg.MaxReplay; n++ {
+	for ; *budget > 0; *budget-- {
 		frames, err := sock.Recv()
-		if err != nil || len(frames) != 3 || len(frames[1]) != 8 {
-			return next, false, false
+		if err != nil {
+			return next, false, false, errors.Is(err, transport.ErrFrameTooLarge)
+		}
+		if len(frames) != 3 || len(frames[1]) != 8 {
+			return next, false, false, false
 		}
 		seq := binary.BigEndian.Uint64(frames[1])
 		if partial && next == from && seq > next && seq != wire.KVReplayEndSeq {
@@ -215,21 +251,21 @@ func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bo
 		switch {
 		case seq == wire.KVReplayEndSeq:
 			ok = upto == all || next >= upto
-			return next, ok, !ok
+			return next, ok, !ok, false
 		case seq < next:
 			continue // already applied
 		case seq > next:
-			return next, false, true // the buffer no longer holds next
+			return next, false, true, false // the buffer no longer holds next
 		case seq < upto:
 			r.apply(seq, frames[2], dec)
 			next++
 		}
 		// Messages at or past upto arrive on the SUB as well; the replay is done.
 		if upto != all && next >= upto {
-			return next, true, false
+			return next, true, false, false
 		}
 	}
-	return next, false, false
+	return next, false, false, false
 }
 
 // openReplay dials the replay ROUTER for one replay, registered so that halt can
