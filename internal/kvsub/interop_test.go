@@ -749,6 +749,28 @@ func TestInteropGapUncoverable(t *testing.T) {
 	})
 }
 
+// ReplayTimeout bounds each wait of a replay, not the whole of it: a buffer that
+// takes several timeouts to replay, on a loaded machine, is applied whole while
+// its answers keep coming.
+func TestInteropReplaySlowButSteady(t *testing.T) {
+	t.Parallel()
+	rel := newestRelease(t)
+	pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*")
+	var specs []batchSpec
+	for i := range 40 {
+		specs = append(specs, marker(float64(i+1)))
+		pub.publish(t, specs[i])
+	}
+	pub.Send(t, map[string]any{"cmd": "replay_mode", "mode": "slow", "delay": 0.025})
+	pub.Expect(t, "replay_mode")
+	cfg := testConfig()
+	cfg.ReplayTimeout = 400 * time.Millisecond // the whole replay takes 1 s or more
+	sub, rec := follow(t, cfg, 0, pub.target(t, true, ""))
+	h := &harness{rel: rel, pub: pub, sub: sub, rec: rec}
+	h.sync(t)
+	h.expect(t, 0, h.want(t, specs...))
+}
+
 // A buffered message over MaxMessageSize drops the replay connection whenever it
 // is replayed, so no replay gets past it by asking again. It is lost for good: a
 // late join applies what the buffer holds around it, and a gap over it clears the

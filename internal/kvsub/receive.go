@@ -185,6 +185,10 @@ func (r *rankSub) apply(seq uint64, payload []byte, dec *wire.KVBatchDecoder) {
 	r.s.sink.KVBatch(r.rank, b)
 }
 
+// replayWaits bounds one replay's time, in ReplayTimeouts: a ROUTER that trickles
+// its answers holds up only its own rank's events, and not for long.
+const replayWaits = 15
+
 // maxOversized bounds the messages too large to receive that one replay steps
 // over; a buffer with more ends the replay uncovered (the caller clears).
 const maxOversized = 16
@@ -203,10 +207,10 @@ const maxOversized = 16
 // it, as for a late join, so one oversized batch costs its blocks and not the rest
 // of the stream.
 func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bool) (next uint64, ok, hole bool) {
-	budget := r.s.cfg.MaxReplay
+	b := replayBudget{msgs: r.s.cfg.MaxReplay, until: time.Now().Add(replayWaits * r.s.cfg.ReplayTimeout)}
 	for range maxOversized {
 		var tooLarge bool
-		next, ok, hole, tooLarge = r.replayOnce(from, upto, dec, partial, &budget)
+		next, ok, hole, tooLarge = r.replayOnce(from, upto, dec, partial, &b)
 		if !tooLarge {
 			return next, ok, hole
 		}
@@ -222,10 +226,15 @@ func (r *rankSub) replay(from, upto uint64, dec *wire.KVBatchDecoder, partial bo
 	return next, false, false
 }
 
+// replayBudget is what is left of one replay's bounds, across its connections.
+type replayBudget struct {
+	msgs  int
+	until time.Time
+}
+
 // replayOnce is one replay connection's worth of replay; tooLarge reports that it
-// ended at a message at next that exceeded MaxMessageSize. budget bounds the
-// messages read across the connections of one replay.
-func (r *rankSub) replayOnce(from, upto uint64, dec *wire.KVBatchDecoder, partial bool, budget *int) (next uint64, ok, hole, tooLarge bool) {
+// ended at a message at next that exceeded MaxMessageSize.
+func (r *rankSub) replayOnce(from, upto uint64, dec *wire.KVBatchDecoder, partial bool, b *replayBudget) (next uint64, ok, hole, tooLarge bool) {
 	sock := r.openReplay()
 	if sock == nil {
 		return from, false, false, false
@@ -236,11 +245,12 @@ func (r *rankSub) replayOnce(from, upto uint64, dec *wire.KVBatchDecoder, partia
 	}
 	r.replays.Add(1)
 	next = from
-	for ; *budget > 0; *budget-- {
+	for ; b.msgs > 0 && time.Now().Before(b.until); b.msgs-- {
 		frames, err := sock.Recv()
 		if err != nil {
 			return next, false, false, errors.Is(err, transport.ErrFrameTooLarge)
 		}
+		r.replayStop.Reset(r.s.cfg.ReplayTimeout) // it answered: the next answer gets its own wait
 		if len(frames) != 3 || len(frames[1]) != 8 {
 			return next, false, false, false
 		}
@@ -287,8 +297,9 @@ func (r *rankSub) openReplay() transport.Socket {
 		return nil
 	}
 	r.replaySock = sock
-	// Recv has no deadline of its own: closing the socket ends it, at the deadline
-	// or when the subscription is halted (closeSock).
+	// Recv has no deadline of its own: closing the socket ends it, when a wait
+	// passes ReplayTimeout (replayOnce restarts the timer at each answer) or when
+	// the subscription is halted (closeSock).
 	r.replayStop = time.AfterFunc(cfg.ReplayTimeout, func() { sock.Close() })
 	return sock
 }

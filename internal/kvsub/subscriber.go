@@ -37,7 +37,10 @@ type Target struct {
 type Config struct {
 	Logger  *slog.Logger
 	Network transport.Network // nil = transport.ZMQ
-	// ReplayTimeout bounds one replay (dial, request, answers). 0 = 2 s.
+	// ReplayTimeout bounds each wait of a replay: the dial, then each answer (a
+	// buffer of thousands of batches takes its time on a loaded machine, and is
+	// not cut off while it keeps coming). The whole replay is bounded by
+	// replayWaits of them and by MaxReplay. 0 = 2 s.
 	ReplayTimeout time.Duration
 	// MaxMessageSize bounds one message from a publisher. 0 = 64 MiB.
 	MaxMessageSize int

@@ -34,8 +34,9 @@ stdin, one JSON object a line; every command is answered by exactly one event:
   {"cmd": "drop_oldest", "n": N} or {"cmd": "drop_oldest", "through": SEQ}: forget
       the buffer's oldest entries (a gap no replay can cover)
       -> {"event": "dropped", "oldest": SEQ|null}
-  {"cmd": "replay_mode", "mode": "normal"|"silent"}: silent reads replay requests
-      and answers none -> {"event": "replay_mode", "mode": M}
+  {"cmd": "replay_mode", "mode": "normal"|"silent"|"slow", "delay": S}: silent reads
+      replay requests and answers none; slow sleeps S seconds before each answer
+      -> {"event": "replay_mode", "mode": M}
   {"cmd": "stats"} -> {"event": "stats", "next_seq": N, "replays": [START...],
       "buffered": [FIRST, LAST]|null}
   {"cmd": "restart"}: close both sockets, bind (or connect) them again at the same
@@ -144,6 +145,7 @@ class Publisher:
         self.replay_endpoint = offset_endpoint_port(args.replay_endpoint or None, args.rank)
         self.bind = binds(self.endpoint)
         self.silent = False
+        self.delay = 0.0
         self.replays = []
         self.pub = self.replay = None
         self.setup()
@@ -199,6 +201,7 @@ class Publisher:
                 continue
             for seq, payload in self.buffer:
                 if seq >= start:
+                    time.sleep(self.delay)
                     self.replay.send_multipart((client, b"", seq.to_bytes(8, "big"), payload))
             self.replay.send_multipart((client, b"", END_SEQ, b""))
 
@@ -235,6 +238,7 @@ class Publisher:
             return emit(event="dropped", oldest=self.buffer[0][0] if self.buffer else None)
         if c == "replay_mode":
             self.silent = cmd["mode"] == "silent"
+            self.delay = cmd.get("delay", 0.0) if cmd["mode"] == "slow" else 0.0
             return emit(event="replay_mode", mode=cmd["mode"])
         if c == "stats":
             self.service_replay()
