@@ -116,9 +116,14 @@ func (c *Cluster) startMember(m *Member, state string) {
 		"--initial-cluster", c.initial,
 		"--initial-cluster-state", state,
 		"--initial-cluster-token", "switchyard-test",
-		// Fast elections: the tests measure failover on loopback.
+		// Fast elections: the tests measure failover on loopback. Pre-vote (the
+		// default from etcd 3.5; Debian's 3.4 has it off): on a loaded machine a
+		// member that missed heartbeats would otherwise start an election that
+		// deposes a working leader, and two survivors of a leader kill could
+		// trade leadership for longer than a registration waits.
 		"--heartbeat-interval", "50",
 		"--election-timeout", "500",
+		"--pre-vote",
 		"--unsafe-no-fsync",
 	)
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -239,11 +244,27 @@ func (c *Cluster) Restart(i int) {
 	c.startMember(c.Members[i], "existing")
 }
 
-// Stop kills every member.
+// Stop kills every member. A failed test gets the end of each member's log:
+// the elections and slow requests behind a store error are only there.
 func (c *Cluster) Stop() {
 	for i := range c.Members {
 		c.Kill(i)
 	}
+	if c.t.Failed() {
+		for _, m := range c.Members {
+			c.t.Logf("etcd member %s, the end of its log:\n%s", m.Name, logTail(m.dir+".log", 40))
+		}
+	}
+}
+
+// logTail returns the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // FreeLoopback returns a free loopback HOST:PORT below the ephemeral range
