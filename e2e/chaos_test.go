@@ -318,6 +318,15 @@ func TestChaosMigration(t *testing.T) {
 				_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 				<-victim.done
 			}
+			// The server must have seen the old engine go before "ready" can
+			// mean the new one: on a loaded machine it reads the old one's
+			// ENGINE_CORE_DEAD or EOF a few hundred ms after the process is
+			// gone, and a rank still ready from the old engine would let the
+			// picker strike the last rank that is really up.
+			gone := time.Now().Add(10 * time.Second)
+			for chaosReady(s, r) && time.Now().Before(gone) {
+				time.Sleep(10 * time.Millisecond)
+			}
 			p := startEngine(t, s.handshake, r, chaosRanks)
 			deadline := time.Now().Add(20 * time.Second)
 			ok := true
