@@ -42,6 +42,24 @@ func WithClient(ctx context.Context, client uint64) context.Context {
 	return context.WithValue(ctx, clientKey{}, client)
 }
 
+type callerAbortsKey struct{}
+
+// WithCallerAborts returns a ctx for a caller that closes every Stream it
+// submits under ctx as soon as ctx ends (an HTTP handler that returns when its
+// client leaves and closes its streams in a defer): Submit then does not watch
+// ctx itself. The watch is a registration with ctx at the submit and its removal
+// at the finish, on the engine's output goroutine, which every request's output
+// waits behind; the caller's own Close makes both redundant. ctx still bounds
+// the wait for room in a full engine queue.
+func WithCallerAborts(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerAbortsKey{}, true)
+}
+
+func callerAborts(ctx context.Context) bool {
+	v, _ := ctx.Value(callerAbortsKey{}).(bool)
+	return v
+}
+
 type parentKey struct{}
 
 // WithParent returns a ctx whose submissions are choices of one client request

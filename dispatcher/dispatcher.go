@@ -104,8 +104,8 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 // Submit validates req, fills ArrivalTime (when zero), ClientIndex and CurrentWave,
 // chooses its rank (req.DataParallelRank pins one), encodes the ADD and hands it to
 // the Sender. The request id must not be live: a duplicate gets *DuplicateRequestId
-// and nothing is sent. Cancelling ctx, Stream.Close or dropping the Stream aborts the
-// request at its engine. Submit may modify req's stamped fields; when migration is
+// and nothing is sent. Cancelling ctx (unless WithCallerAborts), Stream.Close or
+// dropping the Stream aborts the request at its engine. Submit may modify req's stamped fields; when migration is
 // on (Config.MaxMigrations) it keeps req until the request ends, so the caller must
 // not modify req afterwards (a lost engine's request is resubmitted from it, see
 // migrate.go). SubmitFunc and SubmitFuncContext keep it the same way.
@@ -315,7 +315,7 @@ func (d *Dispatcher) admit(req *wire.EngineCoreRequest, capped *wire.SamplingPar
 	}
 	r.sentRank = int32(e.rank)
 	d.m.dispatch.Observe(d.cfg.Now().Sub(start).Seconds())
-	if ctx != nil && ctx.Done() != nil {
+	if ctx != nil && ctx.Done() != nil && !callerAborts(ctx) {
 		r.stopWatch = context.AfterFunc(ctx, func() { d.abortOne(r, ErrAborted, outcomeCancelled, true) })
 	}
 	return false, nil

@@ -230,6 +230,29 @@ func TestContextCancelAborts(t *testing.T) {
 	}
 }
 
+// Under WithCallerAborts the dispatcher does not watch ctx: the caller's Close
+// aborts, and nothing is registered with ctx to be removed at the finish.
+func TestCallerAbortsNoWatch(t *testing.T) {
+	h := newHarness(t, Config{}, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := h.d.Submit(WithCallerAborts(ctx), mkReq("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.r.stopWatch != nil {
+		t.Fatal("a watch was registered with the caller's ctx")
+	}
+	cancel()
+	s.Close()
+	if fr := h.s.next(t, wire.RequestAbort); !cmp.Equal(fr.ids, []string{"a"}) {
+		t.Errorf("ABORT ids %v", fr.ids)
+	}
+	if n := len(h.s.sent(wire.RequestAbort)); n != 1 {
+		t.Errorf("%d ABORTs, want 1", n)
+	}
+}
+
 func TestAbortIsGroupedPerEngine(t *testing.T) {
 	h := newHarness(t, Config{}, 0, 1)
 	for _, id := range []string{"a0", "b0", "c0"} {

@@ -462,7 +462,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, req *CompletionReque
 	// The streams' context is the client's: a client that disconnects aborts them.
 	// It names the client (its remote host) for the fair share of a full engine
 	// queue, so one host's burst waits behind itself.
-	ctx := dispatcher.WithClient(r.Context(), httpClientKey(r))
+	// Every wait below returns when ctx ends, and the deferred Close then aborts
+	// what is live: the dispatcher need not watch ctx too (WithCallerAborts).
+	ctx := dispatcher.WithCallerAborts(dispatcher.WithClient(r.Context(), httpClientKey(r)))
 	streams := make([]*dispatcher.Stream, 0, len(ereqs))
 	defer func() {
 		for _, s := range streams {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
 	vllm     *vllmHTTPMetrics // vLLM's instrumentator series (vllmhttpmetrics.go)
+	labels   labelCache       // the labelled series of each label set (httplabels.go)
 }
 
 func newHTTPMetrics(reg prometheus.Registerer, sl *slots) *httpMetrics {
@@ -56,10 +56,14 @@ func (m *httpMetrics) wrap(handler string, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		defer func() {
 			m.inFlight.Dec()
-			took := time.Since(start)
-			obs.Observe(took.Seconds())
-			m.vllm.observe(r, sw.code, took)
-			m.requests.WithLabelValues(handler, strconv.Itoa(sw.code)).Inc()
+			took := time.Since(start).Seconds()
+			obs.Observe(took)
+			s := m.series(handler, r, sw.code)
+			s.requests.Inc()
+			if s.vllm {
+				s.vRequest.Inc()
+				s.vSeconds.Observe(took)
+			}
 		}()
 		next.ServeHTTP(sw, r)
 	})

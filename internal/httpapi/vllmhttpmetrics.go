@@ -6,16 +6,10 @@ package httpapi
 // status} (status grouped: "2xx") and http_request_duration_seconds{handler,
 // method}. The handler label is the route ("/v1/completions"), and the routes
 // vLLM leaves out (/health, /ping, /version, /metrics) are left out here too.
-// switchyard's own switchyard_http_* series are kept beside them.
+// switchyard's own switchyard_http_* series are kept beside them. httplabels.go
+// picks each request's series.
 
-import (
-	"net/http"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // vllmExcludedHandlers are the routes vLLM's instrumentator does not count.
 var vllmExcludedHandlers = map[string]bool{"/health": true, "/ping": true, "/version": true, "/metrics": true}
@@ -41,17 +35,4 @@ func newVLLMHTTPMetrics(reg prometheus.Registerer) *vllmHTTPMetrics {
 		reg.MustRegister(m.requests, m.duration)
 	}
 	return m
-}
-
-// observe counts one answered request; its route is the mux pattern it matched.
-func (m *vllmHTTPMetrics) observe(r *http.Request, code int, d time.Duration) {
-	handler := r.Pattern
-	if i := strings.IndexByte(handler, ' '); i >= 0 {
-		handler = handler[i+1:] // "POST /v1/completions" names the route /v1/completions
-	}
-	if handler == "" || vllmExcludedHandlers[handler] {
-		return
-	}
-	m.requests.WithLabelValues(handler, r.Method, strconv.Itoa(code/100)+"xx").Inc()
-	m.duration.WithLabelValues(handler, r.Method).Observe(d.Seconds())
 }
