@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-llm/switchyard/internal/minitok"
 	"github.com/switchyard-llm/switchyard/internal/mockengine"
+	"github.com/switchyard-llm/switchyard/internal/servertest"
 	"github.com/switchyard-llm/switchyard/internal/testwait"
 	"github.com/switchyard-llm/switchyard/internal/tokenizer"
 	"github.com/switchyard-llm/switchyard/wire"
@@ -277,21 +278,8 @@ func TestRerankCohereSDK(t *testing.T) {
 // still in pair order.
 func TestScoreTypeIDsBertTokenizer(t *testing.T) {
 	dir := t.TempDir()
-	vocab := map[string]int{"[CLS]": 0, "[SEP]": 1, "[UNK]": 2, "[PAD]": 3}
-	for i, c := range "abcdefghijklmnopqrstuvwxyz ?." {
-		vocab[string(c)] = 4 + i
-	}
-	tj, _ := json.Marshal(map[string]any{
-		"added_tokens": []any{
-			map[string]any{"id": 0, "content": "[CLS]", "special": true},
-			map[string]any{"id": 1, "content": "[SEP]", "special": true},
-			map[string]any{"id": 3, "content": "[PAD]", "special": true},
-		},
-		"model":          map[string]any{"type": "BPE", "unk_token": "[UNK]", "vocab": vocab, "merges": []any{}},
-		"post_processor": map[string]any{"type": "BertProcessing", "cls": []any{"[CLS]", 0}, "sep": []any{"[SEP]", 1}},
-	})
 	files := map[string]string{
-		"tokenizer.json":        string(tj),
+		"tokenizer.json":        string(servertest.BertPairTokenizerJSON()),
 		"tokenizer_config.json": `{"tokenizer_class": "BertTokenizer", "pad_token": "[PAD]"}`,
 		"config.json":           `{"architectures": ["BertForSequenceClassification"], "id2label": {"0": "LABEL_0"}, "max_position_embeddings": 512}`,
 	}

@@ -12,28 +12,9 @@ import (
 	"time"
 
 	"github.com/switchyard-llm/switchyard/internal/chattemplate"
+	"github.com/switchyard-llm/switchyard/internal/servertest"
 	"github.com/switchyard-llm/switchyard/wire"
 )
-
-// bertPairTokenizerJSON is a tiny character-level tokenizer with BERT's pair
-// template: [CLS] A [SEP] B [SEP], type ids 0 then 1.
-func bertPairTokenizerJSON() []byte {
-	vocab := map[string]int{"[CLS]": 0, "[SEP]": 1, "[UNK]": 2, "[PAD]": 3}
-	for i, c := range "abcdefghijklmnopqrstuvwxyz ?." {
-		vocab[string(c)] = 4 + i
-	}
-	m := map[string]any{
-		"added_tokens": []any{
-			map[string]any{"id": 0, "content": "[CLS]", "special": true},
-			map[string]any{"id": 1, "content": "[SEP]", "special": true},
-			map[string]any{"id": 3, "content": "[PAD]", "special": true},
-		},
-		"model":          map[string]any{"type": "BPE", "unk_token": "[UNK]", "vocab": vocab, "merges": []any{}},
-		"post_processor": map[string]any{"type": "BertProcessing", "cls": []any{"[CLS]", 0}, "sep": []any{"[SEP]", 1}},
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
 
 // scoreTestAPI is an API over a model directory with the tiny BERT tokenizer and
 // the given config.json, with a context of maxLen tokens.
@@ -49,7 +30,7 @@ func scoreTestAPI(t *testing.T, maxLen int64, config string) *API {
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(tc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := NewTokenizer(bertPairTokenizerJSON(), nil, nil)
+	tok, err := NewTokenizer(servertest.BertPairTokenizerJSON(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

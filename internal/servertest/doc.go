@@ -8,7 +8,8 @@
 // test needs no teardown of its own. What the engines receive shows on the
 // buffered channels (Adds, Aborts, Keys); Hold, After and Refuse change how
 // they answer and may be set from any goroutine. RawRequest sends bytes as
-// given, for what an HTTP client library would not send.
+// given, for what an HTTP client library would not send. BertPairTokenizerJSON is
+// a tiny tokenizer with BERT's pair template, for scoring tests.
 //
 // Only tests import this package.
 package servertest
