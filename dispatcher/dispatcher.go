@@ -105,10 +105,11 @@ func New(cfg Config, s Sender) (*Dispatcher, error) {
 // chooses its rank (req.DataParallelRank pins one), encodes the ADD and hands it to
 // the Sender. The request id must not be live: a duplicate gets *DuplicateRequestId
 // and nothing is sent. Cancelling ctx (unless WithCallerAborts), Stream.Close or
-// dropping the Stream aborts the request at its engine. Submit may modify req's stamped fields; when migration is
-// on (Config.MaxMigrations) it keeps req until the request ends, so the caller must
-// not modify req afterwards (a lost engine's request is resubmitted from it, see
-// migrate.go). SubmitFunc and SubmitFuncContext keep it the same way.
+// dropping the Stream aborts the request at its engine. Submit may modify req's
+// stamped fields; when migration is on (Config.MaxMigrations) it keeps req until the
+// request ends, so the caller must not modify req afterwards (a lost engine's
+// request is resubmitted from it, see migrate.go). SubmitFunc and SubmitFuncContext
+// keep it the same way.
 func (d *Dispatcher) Submit(ctx context.Context, req *wire.EngineCoreRequest) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,7 +38,8 @@ type labelSet struct {
 const maxLabelSets = 256
 
 // labelCache is read without a lock (a map replaced whole on each addition);
-// additions, a few per route over a server's life, take mu.
+// additions, a few per route over a server's life, take mu. newHTTPMetrics stores
+// its first, empty map.
 type labelCache struct {
 	mu   sync.Mutex
 	sets atomic.Pointer[map[labelKey]*labelSet]
@@ -46,34 +48,18 @@ type labelCache struct {
 // series returns the series of r's answer with status code.
 func (m *httpMetrics) series(handler string, r *http.Request, code int) *labelSet {
 	k := labelKey{handler: handler, pattern: r.Pattern, method: r.Method, code: code}
-	if p := m.labels.sets.Load(); p != nil {
-		if s, ok := (*p)[k]; ok {
-			return s
-		}
+	if s, ok := (*m.labels.sets.Load())[k]; ok {
+		return s
 	}
 	s := m.newLabelSet(k)
 	m.labels.mu.Lock()
 	defer m.labels.mu.Unlock()
-	old := m.labels.sets.Load()
-	if old != nil && len(*old) >= maxLabelSets {
-		return s
+	if old := *m.labels.sets.Load(); len(old) < maxLabelSets {
+		next := maps.Clone(old)
+		next[k] = s
+		m.labels.sets.Store(&next)
 	}
-	next := make(map[labelKey]*labelSet, 1+lenOf(old))
-	if old != nil {
-		for kk, v := range *old {
-			next[kk] = v
-		}
-	}
-	next[k] = s
-	m.labels.sets.Store(&next)
 	return s
-}
-
-func lenOf(p *map[labelKey]*labelSet) int {
-	if p == nil {
-		return 0
-	}
-	return len(*p)
 }
 
 func (m *httpMetrics) newLabelSet(k labelKey) *labelSet {

@@ -38,6 +38,7 @@ func newHTTPMetrics(reg prometheus.Registerer, sl *slots) *httpMetrics {
 		reg.MustRegister(m.requests, m.duration, m.inFlight)
 	}
 	m.vllm = newVLLMHTTPMetrics(reg)
+	m.labels.sets.Store(&map[labelKey]*labelSet{})
 	if reg != nil && sl != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "switchyard_http_request_slots_in_use",
