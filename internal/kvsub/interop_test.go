@@ -771,6 +771,35 @@ func TestInteropReplaySlowButSteady(t *testing.T) {
 	h.expect(t, 0, h.want(t, specs...))
 }
 
+// A ROUTER that keeps answering, but too slowly, is still cut off: the whole
+// replay is bounded by replayWaits ReplayTimeouts, so a trickling engine holds up
+// only its own rank's events, and not for long. The batches replayed by then stay
+// applied, as for a buffer that no longer reaches back.
+func TestInteropReplayTrickleBounded(t *testing.T) {
+	t.Parallel()
+	rel := newestRelease(t)
+	pub := startPublisher(t, rel, 0, "--endpoint", "tcp://*:*", "--replay-endpoint", "tcp://*:*")
+	const n = 200
+	var specs []batchSpec
+	for i := range n {
+		specs = append(specs, marker(float64(i+1)))
+		pub.publish(t, specs[i])
+	}
+	// 200 answers 20 ms apart take 4 s; the bound is 15 x 50 ms.
+	pub.Send(t, map[string]any{"cmd": "replay_mode", "mode": "slow", "delay": 0.02})
+	pub.Expect(t, "replay_mode")
+	cfg := testConfig()
+	cfg.ReplayTimeout = 50 * time.Millisecond
+	sub, rec := follow(t, cfg, 0, pub.target(t, true, ""))
+	h := &harness{rel: rel, pub: pub, sub: sub, rec: rec}
+	h.sync(t)
+	got := content(rec.snapshot())
+	if len(got) == 0 || len(got) >= n {
+		t.Fatalf("%d batches applied from a replay of %d answering every 20 ms: want the replay cut off by its bound, and what it applied kept", len(got), n)
+	}
+	h.expect(t, 0, h.want(t, specs[:len(got)]...))
+}
+
 // A buffered message over MaxMessageSize drops the replay connection whenever it
 // is replayed, so no replay gets past it by asking again. It is lost for good: a
 // late join applies what the buffer holds around it, and a gap over it clears the
