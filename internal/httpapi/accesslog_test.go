@@ -120,6 +120,24 @@ func TestAccessLogDisabled(t *testing.T) {
 	}
 }
 
+// A logger that discards Info (--log-level warn) turns the access log off at
+// construction: its handler is not wrapped, so a request pays for no record.
+func TestAccessLogOffBelowItsLevel(t *testing.T) {
+	for _, c := range []struct {
+		level slog.Level
+		on    bool
+	}{{slog.LevelInfo, true}, {slog.LevelDebug, true}, {slog.LevelWarn, false}} {
+		h := slog.NewJSONHandler(&lockedBuffer{}, &slog.HandlerOptions{Level: c.level})
+		a := NewAPI(APIConfig{Logger: slog.New(h), LogRequests: true})
+		if a.logRequests != c.on {
+			t.Errorf("logger at %v: access log %v, want %v", c.level, a.logRequests, c.on)
+		}
+	}
+	if NewAPI(APIConfig{LogRequests: true}).logRequests {
+		t.Error("no logger (discarded lines): access log on")
+	}
+}
+
 // GET /version answers the build's identity with the vLLM layouts it speaks.
 func TestVersionEndpoint(t *testing.T) {
 	_, ts := newTestAPI(t, 1)

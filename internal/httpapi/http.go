@@ -5,6 +5,7 @@ package httpapi
 // that disconnects has its requests aborted at the engines.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -144,7 +145,6 @@ func NewAPI(cfg APIConfig) *API {
 	a.cors = cfg.CORS
 	a.requestIDHeaders = cfg.RequestIDHeaders
 	a.lora, a.loraActivity = cfg.LoRA, cfg.LoRAActivity
-	a.logRequests = cfg.LogRequests
 	a.stats = cfg.Stats
 	if cfg.TracerProvider != nil {
 		a.tracer = cfg.TracerProvider.Tracer(apicore.TracerName)
@@ -160,6 +160,9 @@ func NewAPI(cfg APIConfig) *API {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	// A line its logger discards would still cost the record and the request's
+	// copy for its context, on every request.
+	a.logRequests = cfg.LogRequests && a.log.Enabled(context.Background(), slog.LevelInfo)
 	if a.now == nil {
 		a.now = time.Now
 	}
