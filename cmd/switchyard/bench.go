@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/internal/bench"
 	"github.com/switchyard-llm/switchyard/wire"
 )
@@ -50,6 +51,8 @@ func benchCommand() *cli.Command {
 		&cli.BoolFlag{Name: "no-baseline", Destination: &o.noBaseline, Category: "load", Usage: "skip the relay baseline (no overhead ratio)"},
 		&cli.DurationFlag{Name: "relay-work", Destination: &c.RelayWork, Category: "load", Usage: "calibration: the relay spends this much CPU on every message it forwards, each way, to show what a given CPU cost per message does to latency on this machine (latency targets are then not judged)"},
 		&cli.BoolFlag{Name: "baseline-vs-baseline", Destination: &c.BaselineVsBaseline, Category: "load", Usage: "calibration (A/A): the baseline (the relay, or with --http the HTTP floor) is measured again in switchyard's place, so the ratio and the targets' verdicts show what this machine's noise alone does to them"},
+		&cli.StringFlag{Name: "switchyard-policy", Destination: &c.Policy, Category: "load", Usage: "the embedded switchyard's --lb-policy: least-loaded, power-of-two or round-robin " +
+			"(default: least-loaded; with --http round-robin, the floor's routing: in a closed loop the policy decides which requests an engine steps together)"},
 		&cli.IntFlag{Name: "inflight", Destination: &c.Inflight, Category: "load", Usage: "memory scenario: hold this many requests in flight and report frontend bytes per request"},
 
 		&cli.StringFlag{Name: "target", Destination: &o.target, Category: "target", Usage: "a running frontend: http://HOST:PORT or tcp://HOST:PORT (msgpack client protocol)"},
@@ -58,7 +61,7 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "cpuprofile", Destination: &c.Profile, Usage: "write a CPU profile of the switchyard phase (go tool pprof) to FILE and the allocation profile to FILE.allocs"},
 		&cli.StringFlag{Name: "trace", Destination: &c.Trace, Usage: "write a runtime trace of the first 2 s of each phase to FILE.relay and FILE.switchyard (with --http: the bench process as FILE.floor-json, FILE.switchyard-json, ..., and each server's measured window as FILE.server.floor-json, ...) (go tool trace; -pprof=sched shows where requests waited for a CPU)"},
 		&cli.BoolFlag{Name: "http", Destination: &o.http, Usage: "the HTTP comparison: switchyard's HTTP API against an HTTP floor, JSON then SSE, each server in a child process " +
-			"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s)"},
+			"(defaults unless set: --engines 2 --step-time 2ms --rate 0 --concurrency 64 --prompt-tokens 100 --output-tokens 16 --duration 5s --warmup 1s --switchyard-policy round-robin)"},
 		&cli.BoolFlag{Name: "quiet", Destination: &o.quiet, Usage: "no progress: neither the bar (stderr a terminal) nor the plain line per phase (otherwise)"},
 	}, append(append(pdBenchFlags(o), kvBenchFlags(o)...), scaleBenchFlags(o)...)...)
 	o.index(flags)
@@ -279,6 +282,7 @@ func (o *benchOptions) httpDefaults(cfg *bench.Config) {
 	set(&c.OutputTokens, func() { cfg.OutputTokens = 16 })
 	set(&c.Duration, func() { cfg.Duration = 5 * time.Second })
 	set(&c.Warmup, func() { cfg.Warmup = time.Second })
+	set(&c.Policy, func() { cfg.Policy = dispatcher.PolicyRoundRobin })
 }
 
 // benchHTTPServerCommand is the child process of --http: the HTTP floor or switchyard
@@ -295,6 +299,7 @@ func benchHTTPServerCommand() *cli.Command {
 			&cli.IntFlag{Name: "engines", Destination: &srv.Bench.Engines, Value: 2},
 			&cli.StringFlag{Name: "transport", Destination: &srv.Bench.Transport, Value: "ipc"},
 			&cli.StringFlag{Name: "vllm-layout", Destination: &layout},
+			&cli.StringFlag{Name: "lb-policy", Destination: &srv.Bench.Policy},
 			&cli.StringFlag{Name: "cpuprofile", Destination: &srv.CPUProfile},
 			&cli.StringFlag{Name: "memprofile", Destination: &srv.MemProfile},
 			&cli.StringFlag{Name: "trace", Destination: &srv.Trace},

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/switchyard-llm/switchyard/dispatcher"
 	"github.com/switchyard-llm/switchyard/wire"
 
 	"fmt"
@@ -36,6 +37,13 @@ type Config struct {
 	// protocol over a DEALER, the same path the relay baseline takes) or "go" (the
 	// in-process dispatcher API, one socket hop fewer than the baseline).
 	Client string `json:"client"`
+
+	// Policy is the embedded switchyard's --lb-policy; empty: its default
+	// (least-loaded). `bench --http` sets round-robin, the floor's routing: in a
+	// closed loop the policy decides which requests an engine steps together, so the
+	// bursts a frontend works through (see docs/benchmarks.md), and a latency ratio
+	// between two frontends is a ratio of their costs only when both route alike.
+	Policy string `json:"lb_policy,omitempty"`
 
 	Engines            int    `json:"engines"`              // mock engine ranks (embedded)
 	EnginesAsProcesses bool   `json:"engines_as_processes"` // run each engine as a child process
@@ -151,6 +159,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return bad("mode", fmt.Sprintf("unknown mode %q", c.Mode))
+	}
+	switch c.Policy {
+	case "", dispatcher.PolicyLeastLoaded, dispatcher.PolicyPowerOfTwo, dispatcher.PolicyRoundRobin:
+	default: // kv and prefix need KV events or prompts with shared prefixes: --workload
+		return bad("lb_policy", fmt.Sprintf("want %s, %s or %s, got %q",
+			dispatcher.PolicyLeastLoaded, dispatcher.PolicyPowerOfTwo, dispatcher.PolicyRoundRobin, c.Policy))
 	}
 	if c.Client != "zmq" && c.Client != "go" {
 		return bad("client", `must be "zmq" or "go"`)

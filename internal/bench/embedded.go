@@ -34,6 +34,9 @@ func startEmbedded(ctx context.Context, cfg Config) (system, error) {
 	sc.Logger = slog.New(slog.DiscardHandler)
 	// The bench engines do not answer layout probes: say which layout they speak.
 	sc.Layouts = &wire.LayoutSet{Force: cfg.layout()}
+	if cfg.Policy != "" {
+		sc.LBPolicy = cfg.Policy
+	}
 	srv, err := server.Start(ctx, sc)
 	if err != nil {
 		ep.cleanup()

@@ -160,17 +160,7 @@ func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind, label s
 		s.info = HTTPServerInfo{HTTP: side.httpAddr, Handshake: side.handshake}
 		return s, nil
 	}
-	args := append(append([]string(nil), opt.ServerCommand[1:]...), "--system", kind,
-		"--engines", strconv.Itoa(cfg.Engines), "--transport", cfg.Transport)
-	if cfg.VLLMLayout != "" {
-		args = append(args, "--vllm-layout", cfg.VLLMLayout)
-	}
-	if cfg.Profile != "" && kind == "switchyard" {
-		args = append(args, "--cpuprofile", cfg.Profile+"."+shape, "--memprofile", cfg.Profile+"."+shape+".allocs")
-	}
-	if cfg.Trace != "" {
-		args = append(args, "--trace", cfg.Trace+".server."+label+"-"+shape)
-	}
+	args := append(append([]string(nil), opt.ServerCommand[1:]...), serverArgs(cfg, kind, label, shape)...)
 	cmd := exec.Command(opt.ServerCommand[0], args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -190,6 +180,26 @@ func startHTTPSystem(ctx context.Context, cfg Config, opt Options, kind, label s
 		return nil, fmt.Errorf("bench: the %s server did not say where it listens: %w", kind, err)
 	}
 	return s, nil
+}
+
+// serverArgs are the child server's flags for one phase: its system, the engines it
+// waits for, the switchyard phase's routing policy, and the profile and trace files.
+func serverArgs(cfg Config, kind, label, shape string) []string {
+	args := []string{"--system", kind,
+		"--engines", strconv.Itoa(cfg.Engines), "--transport", cfg.Transport}
+	if cfg.VLLMLayout != "" {
+		args = append(args, "--vllm-layout", cfg.VLLMLayout)
+	}
+	if cfg.Policy != "" && kind == "switchyard" {
+		args = append(args, "--lb-policy", cfg.Policy)
+	}
+	if cfg.Profile != "" && kind == "switchyard" {
+		args = append(args, "--cpuprofile", cfg.Profile+"."+shape, "--memprofile", cfg.Profile+"."+shape+".allocs")
+	}
+	if cfg.Trace != "" {
+		args = append(args, "--trace", cfg.Trace+".server."+label+"-"+shape)
+	}
+	return args
 }
 
 func (s *httpSystem) name() string      { return s.phase }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,36 @@ func TestHTTPServerTrace(t *testing.T) {
 	st, err := os.Stat(path)
 	if err != nil || st.Size() == 0 {
 		t.Fatalf("trace file: %v, %v", st, err)
+	}
+}
+
+// The switchyard phase's child server routes as Config.Policy says (the floor has
+// no policy), and Validate takes only the policies a dispatch bench can run.
+func TestHTTPServerArgsPolicy(t *testing.T) {
+	cfg := smokeConfig("ipc")
+	cfg.Policy = "round-robin"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	has := func(args []string) bool {
+		for i := range args[:len(args)-1] {
+			if args[i] == "--lb-policy" && args[i+1] == "round-robin" {
+				return true
+			}
+		}
+		return false
+	}
+	if args := serverArgs(cfg, "switchyard", "switchyard", "json"); !has(args) {
+		t.Errorf("switchyard's server args %q do not carry --lb-policy round-robin", args)
+	}
+	if args := serverArgs(cfg, "floor", "floor-2", "json"); has(args) || slices.Contains(args, "--lb-policy") {
+		t.Errorf("the floor's server args %q carry a policy", args)
+	}
+	for _, p := range []string{"kv", "prefix", "fastest"} {
+		c := cfg
+		c.Policy = p
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted policy %q", p)
+		}
 	}
 }

@@ -36,6 +36,9 @@ func PrintTable(w io.Writer, r *Report) error {
 	if c.Mode == ModeTarget {
 		where = "target " + c.Target
 	}
+	if c.Policy != "" && c.Mode == ModeEmbedded {
+		where += "; switchyard routes " + c.Policy
+	}
 	if c.RelayWork > 0 {
 		where += fmt.Sprintf("; relay busy %s per message (calibration: latency targets not judged)", c.RelayWork)
 	}
