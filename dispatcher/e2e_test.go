@@ -237,7 +237,7 @@ func TestE2E10kRequestsOver4Engines(t *testing.T) {
 				t.Errorf("rank %d took %d of %d (%v): not balanced", r, c, n, perRank)
 			}
 		}
-		if n := inFlightAfter(st.d); n != 0 {
+		if n := dispatcher.InFlightAfterEnd(st.d); n != 0 {
 			t.Errorf("%d still in flight", n)
 		}
 		t.Logf("spread %v", perRank)
@@ -307,7 +307,7 @@ func TestE2EEngineKilledMidRun(t *testing.T) {
 		if s := st.d.Engines()[2]; s.State != dispatcher.EngineStateDown || s.Cause == "" {
 			t.Errorf("rank 2: %+v", s)
 		}
-		if n := inFlightAfter(st.d); n != 0 {
+		if n := dispatcher.InFlightAfterEnd(st.d); n != 0 {
 			t.Errorf("%d still in flight", n)
 		}
 	})
@@ -384,16 +384,4 @@ func TestE2EUtility(t *testing.T) {
 			t.Errorf("unknown method: %v", err)
 		}
 	})
-}
-
-// inFlightAfter is d's in-flight count once every request has ended, waiting
-// (bounded) for it to fall: the engine's output goroutine decrements it just after
-// a request's final output reaches its stream, so a caller that has read that output
-// can see the request counted for a moment.
-func inFlightAfter(d *dispatcher.Dispatcher) int {
-	end := time.Now().Add(testwait.Deadline)
-	for d.InFlight() != 0 && time.Now().Before(end) {
-		time.Sleep(time.Millisecond)
-	}
-	return d.InFlight()
 }

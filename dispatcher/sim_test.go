@@ -306,16 +306,15 @@ func runLoad(t testing.TB, s *sim, n, workers int, midway func()) []simResult {
 	return results
 }
 
-// drained reports whether d's in-flight count reaches 0 within testwait.Deadline. A
-// request's final output can reach its Stream, and Recv return it, just before the
-// output loop's bookkeeping of the request's end (settle) decrements the count.
-func drained(d *Dispatcher) bool {
-	for end := time.Now().Add(testwait.Deadline); d.InFlight() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			return false
-		}
+// InFlightAfterEnd is d's in-flight count once every request has ended, waiting up
+// to testwait.Deadline for it to reach 0: a request's final output can reach its
+// Stream, and Recv return it, just before the output loop's bookkeeping of the
+// request's end (settle) decrements the count. The e2e tests use it too.
+func InFlightAfterEnd(d *Dispatcher) int {
+	for end := time.Now().Add(testwait.Deadline); d.InFlight() != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
 	}
-	return true
+	return d.InFlight()
 }
 
 func TestSim10kRequestsOver4Engines(t *testing.T) {
@@ -339,8 +338,8 @@ func TestSim10kRequestsOver4Engines(t *testing.T) {
 			t.Errorf("rank %d took %d of %d requests (%v): not balanced", r, c, n, perRank)
 		}
 	}
-	if !drained(s.d) {
-		t.Errorf("%d still in flight", s.d.InFlight())
+	if n := InFlightAfterEnd(s.d); n != 0 {
+		t.Errorf("%d still in flight", n)
 	}
 	t.Logf("spread %v", perRank)
 }
@@ -362,8 +361,8 @@ func TestSimEngineKilledMidRun(t *testing.T) {
 	if st := s.d.Engines(); st[2].State != EngineStateDown || st[2].InFlight != 0 {
 		t.Errorf("rank 2 status %+v", st[2])
 	}
-	if !drained(s.d) {
-		t.Errorf("%d still in flight", s.d.InFlight())
+	if n := InFlightAfterEnd(s.d); n != 0 {
+		t.Errorf("%d still in flight", n)
 	}
 }
 
