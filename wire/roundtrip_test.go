@@ -325,3 +325,33 @@ func TestGoToPython(t *testing.T) {
 	}
 	t.Logf("%s", bytes.TrimSpace(out))
 }
+
+// DecodeAddWith decodes as DecodeAdd does, into the caller's sampling params when
+// the request has them (overwriting what they held), and leaves them alone when it
+// has pooling params instead.
+func TestDecodeAddWith(t *testing.T) {
+	cases := roundtripCases()
+	for _, name := range []string{"add_full", "add_default", "add_pooling"} {
+		frames, err := cases[name].encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got EngineCoreRequest
+		if err := DecodeAdd(frames, &want); err != nil {
+			t.Fatal(err)
+		}
+		sp := SamplingParams{Stop: []string{"left over"}, TopK: 99}
+		if err := DecodeAddWith(frames, &got, &sp); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, roundtripOpts); diff != "" {
+			t.Errorf("%s: DecodeAddWith differs from DecodeAdd (-want +got):\n%s", name, diff)
+		}
+		if want.Sampling != nil && got.Sampling != &sp {
+			t.Errorf("%s: the sampling params are not the caller's", name)
+		}
+		if want.Sampling == nil && (sp.TopK != 99 || len(sp.Stop) != 1) {
+			t.Errorf("%s: a request without sampling params wrote into them: %+v", name, sp)
+		}
+	}
+}

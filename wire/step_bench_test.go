@@ -34,3 +34,59 @@ func BenchmarkEncodeOutputsStep(b *testing.B) {
 	o.SchedulerStats = nil // the client's copy carries none
 	benchEncodeOutputs(b, o, 4096)
 }
+
+// stepAdd is the ADD the latency bench's client sends: a 32-token prompt, 8 tokens
+// to make, the rest of SamplingParams at its defaults.
+func stepAdd(b *testing.B) [][]byte {
+	sp := DefaultSamplingParams()
+	sp.MaxTokens = SomeInt(8)
+	sp.IgnoreEOS = true
+	sp.Normalize()
+	prompt := make([]int64, 32)
+	for i := range prompt {
+		prompt[i] = int64(100 + i)
+	}
+	body, aux, err := AppendAdd(nil, &EngineCoreRequest{RequestID: "bench-123456", PromptTokenIDs: prompt, Sampling: &sp, ArrivalTime: 1.7e9})
+	if err != nil || aux != nil {
+		b.Fatal(err)
+	}
+	return [][]byte{body}
+}
+
+// sinkReq keeps the decoded requests on the heap, as the client protocol's are
+// (the dispatcher keeps them), so the benchmarks count the allocations it pays.
+var sinkReq *EngineCoreRequest
+
+// BenchmarkDecodeAddStep decodes the bench client's ADD into a fresh request, its
+// sampling params allocated by the decoder: two objects of the request's own.
+//
+//	go test -run '^$' -bench 'AddStep' -benchmem -count 6 ./wire/
+func BenchmarkDecodeAddStep(b *testing.B) {
+	frames := stepAdd(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		q := new(EngineCoreRequest)
+		if err := DecodeAdd(frames, q); err != nil {
+			b.Fatal(err)
+		}
+		sinkReq = q
+	}
+}
+
+// BenchmarkDecodeAddWithStep is the same with the request and its sampling params
+// in one allocation (DecodeAddWith), as the client protocol decodes its ADDs.
+func BenchmarkDecodeAddWithStep(b *testing.B) {
+	frames := stepAdd(b)
+	type pair struct {
+		q  EngineCoreRequest
+		sp SamplingParams
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p := new(pair)
+		if err := DecodeAddWith(frames, &p.q, &p.sp); err != nil {
+			b.Fatal(err)
+		}
+		sinkReq = &p.q
+	}
+}

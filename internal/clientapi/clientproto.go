@@ -363,6 +363,12 @@ func (s *ClientServer) touch(id []byte) *client {
 	return c
 }
 
+// addReq holds an ADD's request and its sampling params, allocated together.
+type addReq struct {
+	req wire.EngineCoreRequest
+	sp  wire.SamplingParams
+}
+
 // add submits one ADD. The engine id is the client's id prefixed with the client's
 // identity, so two clients that pick the same request id never collide at an engine.
 func (s *ClientServer) add(c *client, body [][]byte) {
@@ -371,8 +377,9 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 		s.sendError(c, "", ErrTypeInvalidRequest, fmt.Sprintf("ADD: prompt_token_ids has %d tokens, more than the limit of %d", n, apicore.MaxPromptTokens), nil)
 		return
 	}
-	var req wire.EngineCoreRequest
-	if err := wire.DecodeAdd(body, &req); err != nil {
+	a := new(addReq) // the request and its sampling params in one allocation
+	req := &a.req
+	if err := wire.DecodeAddWith(body, req, &a.sp); err != nil {
 		s.sendError(c, "", ErrTypeInvalidMessage, "ADD: "+err.Error(), nil)
 		return
 	}
@@ -424,20 +431,20 @@ func (s *ClientServer) add(c *client, body [][]byte) {
 			return
 		}
 	}
-	if err := s.cfg.Model.Check(&req); err != nil {
+	if err := s.cfg.Model.Check(req); err != nil {
 		s.sendError(c, userID, ErrTypeInvalidRequest, "ADD: "+err.Error(), nil)
 		return
 	}
 	// Reserve the id before submitting: the first output may arrive before
 	// SubmitFunc returns.
 	start := s.cfg.Now()
-	span := s.startSpan(&req, userID)
+	span := s.startSpan(req, userID)
 	s.mu.Lock()
 	c.reqs[userID] = liveReq{engineID: engineID, rank: -1, start: start, prompt: len(req.PromptTokenIDs), span: span}
 	s.mu.Unlock()
 	// The connection is the client of the fair share: its burst waits for room in
 	// a full engine queue behind itself, not in front of other clients.
-	rank, err := s.d.SubmitFuncContext(c.ctx, &req, func(rank int, out *wire.EngineCoreOutput, err error) {
+	rank, err := s.d.SubmitFuncContext(c.ctx, req, func(rank int, out *wire.EngineCoreOutput, err error) {
 		s.deliver(c, userID, rank, out, err)
 	})
 	if err == nil {
