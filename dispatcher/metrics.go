@@ -53,7 +53,7 @@ func finishOutcome(f wire.FinishReason) outcome {
 // when the engine first comes up, and kept in engineMetrics.
 type metrics struct {
 	requests   *prometheus.CounterVec
-	dispatch   prometheus.Histogram
+	dispatch   *fasthist.Series // on every submitter's path: no prometheus Histogram there
 	tokens     *prometheus.CounterVec
 	engineLoad *engineCollector
 	stalls     prometheus.Counter
@@ -86,11 +86,8 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "switchyard_requests_total",
 			Help: "Requests that ended, by engine rank and outcome.",
 		}, []string{"rank", "outcome"}),
-		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "switchyard_dispatch_latency_seconds",
-			Help:    "Time from Submit entry until the ADD was handed to the engine's writer.",
-			Buckets: latencyBuckets[:],
-		}),
+		dispatch: fasthist.NewSeries("switchyard_dispatch_latency_seconds",
+			"Time from Submit entry until the ADD was handed to the engine's writer.", latencyBuckets[:]),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_output_tokens_total",
 			Help: "Generated tokens received, by engine rank.",

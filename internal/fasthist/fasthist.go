@@ -5,8 +5,9 @@
 // observation is a bucket search and two atomics, or, through a Batch kept on the
 // caller's stack for one output batch, a bucket search and a local increment with
 // the atomics paid once per batch. A scrape builds const histograms
-// (Hist.Metric). A scrape taken during an observation may see its bucket without
-// its sum, which the next scrape corrects: the counts are exact.
+// (Hist.Metric); a Series is one unlabelled Hist as a prometheus.Collector. A
+// scrape taken during an observation may see its bucket without its sum, which the
+// next scrape corrects: the counts are exact.
 //
 //	h := fasthist.New([]float64{0.001, 0.01, 0.1, 1})
 //	h.Observe(0.004)
@@ -125,3 +126,21 @@ func (h *Hist) Metric(desc *prometheus.Desc, labels ...string) prometheus.Metric
 	count, sum, buckets := h.Snapshot()
 	return prometheus.MustNewConstHistogram(desc, count, sum, buckets, labels...)
 }
+
+// Series is one unlabelled Hist with its description: a prometheus.Collector for
+// a histogram that is not one series of a labelled family.
+type Series struct {
+	*Hist
+	desc *prometheus.Desc
+}
+
+// NewSeries returns the histogram name with help and the given upper bounds.
+func NewSeries(name, help string, upper []float64) *Series {
+	return &Series{Hist: New(upper), desc: prometheus.NewDesc(name, help, nil, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (s *Series) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+// Collect implements prometheus.Collector.
+func (s *Series) Collect(ch chan<- prometheus.Metric) { ch <- s.Metric(s.desc) }

@@ -100,3 +100,29 @@ func TestBucketIsSearchFloat64s(t *testing.T) {
 		}
 	}
 }
+
+// A Series registers and gathers as the prometheus Histogram it replaces: one
+// unlabelled histogram family with its name, help and buckets.
+func TestSeriesGathers(t *testing.T) {
+	s := NewSeries("x_latency_seconds", "Time x took.", []float64{0.001, 0.01})
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(s); err != nil {
+		t.Fatal(err)
+	}
+	s.Observe(0.005)
+	s.Observe(2)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fams) != 1 || fams[0].GetName() != "x_latency_seconds" || fams[0].GetHelp() != "Time x took." || fams[0].GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("families %v", fams)
+	}
+	h := fams[0].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 2 || h.GetSampleSum() != 2.005 || len(h.GetBucket()) != 2 || h.GetBucket()[1].GetCumulativeCount() != 1 {
+		t.Fatalf("histogram %v", h)
+	}
+	if len(fams[0].GetMetric()[0].GetLabel()) != 0 {
+		t.Fatalf("labels %v", fams[0].GetMetric()[0].GetLabel())
+	}
+}
