@@ -54,6 +54,41 @@ func TestRelayPhaseSmoke(t *testing.T) {
 	})
 }
 
+// The embedded switchyard phase, as the default run measures it: a switchyard
+// server on the bench engines, driven over the client protocol, serves every
+// request on both ranks, and every request's dispatch and return are timed.
+func TestSwitchyardPhaseSmoke(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, tr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cfg := smokeConfig(tr)
+		p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startSystem(ctx, cfg) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Name != "switchyard" || p.Requests == 0 || p.Failed != 0 || p.Unmatched != 0 {
+			t.Fatalf("%s: requests %d failed %d unmatched %d, want switchyard: some, none, none", p.Name, p.Requests, p.Failed, p.Unmatched)
+		}
+		if p.Dispatch.Count != p.Requests || p.Return.Count != p.Requests || p.ITL.Count == 0 {
+			t.Errorf("dispatch %d, return %d, itl %d samples for %d requests", p.Dispatch.Count, p.Return.Count, p.ITL.Count, p.Requests)
+		}
+		var sum int64
+		for _, n := range p.PerRank {
+			if n == 0 {
+				t.Errorf("a rank served nothing: %v", p.PerRank)
+			}
+			sum += n
+		}
+		if sum != p.Requests || len(p.PerRank) != 2 {
+			t.Errorf("per-rank %v does not add up to %d", p.PerRank, p.Requests)
+		}
+		if p.AllocsPerRequest <= 0 || p.CPUSecondsPer1kRequests <= 0 {
+			t.Errorf("allocs/request %.1f, CPU s/1k %.3f: want both measured", p.AllocsPerRequest, p.CPUSecondsPer1kRequests)
+		}
+		t.Logf("switchyard over %s: %d req, dispatch p50 %.0f µs, return p50 %.0f µs", tr, p.Requests, p.Dispatch.P50US, p.Return.P50US)
+	})
+}
+
 // --relay-work holds the relay for its busy time on every message, each way: a
 // request's dispatch and return each take at least that long.
 func TestRelayWork(t *testing.T) {
