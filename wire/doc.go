@@ -20,8 +20,9 @@
 // loops switch on a small field id per position and never look a name up.
 //
 //   - [Native] is the newest layout, the one switchyard's client protocol speaks.
-//     The package-level [AppendAdd], [DecodeAdd], [AppendOutputs], [DecodeOutputs]
-//     and a zero [OutputsDecoder] use it.
+//     The package-level [AppendAdd], [DecodeAdd] ([DecodeAddWith] into the
+//     caller's sampling params), [AppendOutputs], [DecodeOutputs] and a zero
+//     [OutputsDecoder] use it.
 //   - [BuiltinLayout] returns a built-in layout by name ("v0.18", "newest");
 //     [BuiltinLayouts] and [LayoutNames] list them. [ParseLayout] reads a layout
 //     file an operator generated with vLLM's own classes.
