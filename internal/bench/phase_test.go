@@ -28,46 +28,26 @@ func forEachTransport(t *testing.T, body func(t *testing.T, transport string)) {
 	}
 }
 
-func TestRelayPhaseSmoke(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, tr string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cfg := smokeConfig(tr)
-		p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startRelaySystem(ctx, cfg) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Requests == 0 || p.Failed != 0 || p.Unmatched != 0 {
-			t.Fatalf("requests %d failed %d unmatched %d, want some, none, none", p.Requests, p.Failed, p.Unmatched)
-		}
-		if p.Dispatch.Count != p.Requests || p.Return.Count != p.Requests || p.ITL.Count == 0 {
-			t.Errorf("dispatch %d, return %d, itl %d samples for %d requests", p.Dispatch.Count, p.Return.Count, p.ITL.Count, p.Requests)
-		}
-		var sum int64
-		for _, n := range p.PerRank {
-			sum += n
-		}
-		if sum != p.Requests || len(p.PerRank) != 2 {
-			t.Errorf("per-rank %v does not add up to %d", p.PerRank, p.Requests)
-		}
-		t.Logf("relay over %s: %d req, dispatch p50 %.0f µs, return p50 %.0f µs", tr, p.Requests, p.Dispatch.P50US, p.Return.P50US)
-	})
-}
+func TestRelayPhaseSmoke(t *testing.T) { phaseSmoke(t, "relay", startRelaySystem) }
 
 // The embedded switchyard phase, as the default run measures it: a switchyard
-// server on the bench engines, driven over the client protocol, serves every
-// request on both ranks, and every request's dispatch and return are timed.
-func TestSwitchyardPhaseSmoke(t *testing.T) {
+// server on the bench engines, driven over the client protocol.
+func TestSwitchyardPhaseSmoke(t *testing.T) { phaseSmoke(t, "switchyard", startSystem) }
+
+// phaseSmoke runs one short phase of the system start makes, over ipc and tcp: it
+// serves every request on both ranks, times every request's dispatch and return,
+// and measures its CPU and allocations.
+func phaseSmoke(t *testing.T, name string, start func(context.Context, Config) (system, error)) {
 	forEachTransport(t, func(t *testing.T, tr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		cfg := smokeConfig(tr)
-		p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return startSystem(ctx, cfg) })
+		p, err := runPhase(ctx, cfg, Options{}, func(ctx context.Context) (system, error) { return start(ctx, cfg) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Name != "switchyard" || p.Requests == 0 || p.Failed != 0 || p.Unmatched != 0 {
-			t.Fatalf("%s: requests %d failed %d unmatched %d, want switchyard: some, none, none", p.Name, p.Requests, p.Failed, p.Unmatched)
+		if p.Name != name || p.Requests == 0 || p.Failed != 0 || p.Unmatched != 0 {
+			t.Fatalf("%s: requests %d failed %d unmatched %d, want %s: some, none, none", p.Name, p.Requests, p.Failed, p.Unmatched, name)
 		}
 		if p.Dispatch.Count != p.Requests || p.Return.Count != p.Requests || p.ITL.Count == 0 {
 			t.Errorf("dispatch %d, return %d, itl %d samples for %d requests", p.Dispatch.Count, p.Return.Count, p.ITL.Count, p.Requests)
@@ -85,7 +65,7 @@ func TestSwitchyardPhaseSmoke(t *testing.T) {
 		if p.AllocsPerRequest <= 0 || p.CPUSecondsPer1kRequests <= 0 {
 			t.Errorf("allocs/request %.1f, CPU s/1k %.3f: want both measured", p.AllocsPerRequest, p.CPUSecondsPer1kRequests)
 		}
-		t.Logf("switchyard over %s: %d req, dispatch p50 %.0f µs, return p50 %.0f µs", tr, p.Requests, p.Dispatch.P50US, p.Return.P50US)
+		t.Logf("%s over %s: %d req, dispatch p50 %.0f µs, return p50 %.0f µs", name, tr, p.Requests, p.Dispatch.P50US, p.Return.P50US)
 	})
 }
 
