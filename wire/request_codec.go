@@ -396,10 +396,8 @@ func (r *reader) addField(frames [][]byte, q *EngineCoreRequest, id uint8, sp *S
 		if !r.nextNil() {
 			if sp == nil {
 				sp = new(SamplingParams)
-			} else {
-				*sp = SamplingParams{}
 			}
-			q.Sampling = sp
+			q.Sampling = sp // samplingParams overwrites all of it
 			err = r.samplingParams(q.Sampling)
 		}
 	case reqPooling:

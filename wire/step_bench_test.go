@@ -54,7 +54,8 @@ func stepAdd(b *testing.B) [][]byte {
 }
 
 // sinkReq keeps the decoded requests on the heap, as the client protocol's are
-// (the dispatcher keeps them), so the benchmarks count the allocations it pays.
+// (they are handed to the dispatcher), so the benchmarks count the allocations it
+// pays.
 var sinkReq *EngineCoreRequest
 
 // BenchmarkDecodeAddStep decodes the bench client's ADD into a fresh request, its
