@@ -37,10 +37,19 @@ var fuzzOpts = cmp.Options{cmpopts.IgnoreFields(Tensor{}, "AuxIndex"), ignoreKey
 
 func FuzzDecodeAdd(f *testing.F) {
 	seedBodies(f, "add_")
+	var sp SamplingParams // reused across inputs: DecodeAddWith must overwrite all of it
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var q EngineCoreRequest
-		if DecodeAdd(append([][]byte{body}, auxFrames...), &q) != nil {
+		var q, with EngineCoreRequest
+		err := DecodeAdd(append([][]byte{body}, auxFrames...), &q)
+		errWith := DecodeAddWith(append([][]byte{body}, auxFrames...), &with, &sp)
+		if (err == nil) != (errWith == nil) {
+			t.Fatalf("DecodeAdd: %v, DecodeAddWith: %v", err, errWith)
+		}
+		if err != nil {
 			return
+		}
+		if d := cmp.Diff(q, with, fuzzOpts); d != "" {
+			t.Fatalf("DecodeAddWith decoded another request:\n%s", d)
 		}
 		enc, aux, err := AppendAdd(nil, &q)
 		if err != nil {
