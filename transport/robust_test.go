@@ -441,18 +441,18 @@ func TestPingFloodWhileStalledQueuesOnePong(t *testing.T) {
 		if _, err := recvT(t, r); err != nil {
 			t.Fatal(err)
 		}
-		// Two senders to the peer, which never reads: one flushes until the
-		// socket buffers are full and blocks, the other queues behind it.
+		// Two senders to the peer, which never reads: one flushes a message larger
+		// than any socket buffer, so its flush blocks until the peer leaves, and the
+		// other queues behind it. Smaller messages in a loop would let a flush finish
+		// between two sends, and a PING in that gap makes the reader the flusher.
 		blocked := make(chan error, 2)
 		for range 2 {
 			go func() {
-				big := make([]byte, 1<<20)
-				for {
-					if err := r.Send([]byte{4, 0}, big); err != nil {
-						blocked <- err
-						return
-					}
+				if err := r.Send([]byte{4, 0}, make([]byte, 128<<20)); err != nil {
+					blocked <- err
+					return
 				}
+				blocked <- nil
 			}()
 		}
 		s := r.(*socket)
